@@ -1,0 +1,69 @@
+//! `wbscope check`: for every probe the build knows, whether it attaches on this kernel and why
+//! not. Loads and attaches for real, then detaches everything.
+
+use std::fmt::Write as _;
+
+use crate::{
+    daemon::{DaemonError, VMLINUX_BTF, resolve_kernel},
+    kernel,
+    privileges::require_bpf_privileges,
+    probes::{self, AttachStatus, ProbeReport, loader::load_and_attach},
+};
+
+/// The result of a check: the report text and whether at least one probe attached.
+pub struct CheckOutcome {
+    pub text: String,
+    pub attached: usize,
+    pub total: usize,
+}
+
+/// Runs the check (needs the same privileges as the daemon).
+pub fn run_check(verbose: bool) -> Result<CheckOutcome, DaemonError> {
+    require_bpf_privileges()?;
+    let (tracefs, layout) = resolve_kernel()?;
+    let loaded = load_and_attach(probes::OBJECT, &layout, &tracefs, 0, &[])?;
+    let mut text = String::new();
+    let _ = writeln!(text, "wbscope {} on kernel {}", env!("CARGO_PKG_VERSION"), kernel::release());
+    let _ = writeln!(text, "tracefs: {}", tracefs.root().display());
+    let _ = writeln!(
+        text,
+        "btf: {}",
+        match &layout.fd_dev {
+            Ok(_) => format!("{VMLINUX_BTF} (fd → device resolution in the kernel: yes)"),
+            Err(why) => format!("fd → device resolution unavailable: {why}"),
+        }
+    );
+    let reasons: Vec<&str> = layout.wb_reasons.values().map(String::as_str).collect();
+    let _ = writeln!(text, "wb_reason names (from the kernel): {}", reasons.join(", "));
+    let _ = writeln!(text);
+    text.push_str(&format_reports(&loaded.reports, verbose));
+    let attached = loaded.attached();
+    let total = loaded.reports.len();
+    let _ = writeln!(text, "\n{attached} of {total} probes attach on this kernel");
+    // Dropping `loaded` detaches everything.
+    drop(loaded);
+    Ok(CheckOutcome { text, attached, total })
+}
+
+/// The per-probe table.
+pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
+    let width = reports.iter().map(|r| r.spec.program.len()).max().unwrap_or(5).max(5);
+    let hook_width = reports.iter().map(|r| r.spec.hook().len()).max().unwrap_or(4).max(4);
+    let mut out = format!("{:<width$}  {:<hook_width$}  STATUS\n", "PROBE", "HOOK");
+    for r in reports {
+        let status = match &r.status {
+            AttachStatus::Attached => "attached".to_owned(),
+            AttachStatus::Disabled => "disabled by config".to_owned(),
+            AttachStatus::Skipped(why) => format!("skipped: {why}"),
+            AttachStatus::Failed(why) if verbose => format!("FAILED: {why}"),
+            AttachStatus::Failed(why) => format!("FAILED: {} (--verbose shows the verifier log)", first_line(why)),
+        };
+        let _ = writeln!(out, "{:<width$}  {:<hook_width$}  {status}", r.spec.program, r.spec.hook());
+    }
+    out
+}
+
+/// Verifier logs can be hundreds of lines; the table shows the first (the log has the rest).
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}

@@ -1,0 +1,42 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// wbscope: why did this fsync stall? Writeback, block and sync-call observability with eBPF.
+#[derive(Debug, Parser)]
+#[command(name = "wbscope", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Options of `wbscope run` (also accepted without the subcommand).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunArgs {
+    /// Address to serve /metrics on (overrides the config's `listen`; default 0.0.0.0:19617).
+    #[arg(long, global = true)]
+    pub listen: Option<String>,
+    /// TOML configuration file (unknown keys are rejected).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// error, warn, info, debug or trace (overrides the config's `log_level`; RUST_LOG wins).
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve Prometheus metrics (the default).
+    Run,
+    /// Report, for every probe, whether it attaches on this kernel and why not.
+    Check {
+        /// Print the kernel's full answer (e.g. the verifier log) for probes that fail.
+        #[arg(long)]
+        verbose: bool,
+    },
+}

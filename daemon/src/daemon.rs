@@ -1,0 +1,186 @@
+//! The daemon's life: start (check privileges, bind, resolve the kernel layout, load and attach,
+//! serve) and stop (stop serving, detach everything).
+
+use std::{future::Future, net::SocketAddr, path::Path, sync::Arc};
+
+use prometheus::Registry;
+use tokio::{sync::oneshot, task::JoinHandle};
+
+use crate::{
+    config::Config,
+    kernel::{self, btf::Btf, layout::KernelLayout, tracefs::Tracefs},
+    metrics::{AyaMaps, CollectorContext, WbscopeCollector},
+    privileges::{PrivilegeError, require_bpf_privileges},
+    probes::{self, AttachStatus, LoadError, ProbeReport, loader::load_and_attach},
+    server::{self, BindError},
+};
+
+/// Where the kernel's own type information lives.
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// Why the daemon could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Privileges(#[from] PrivilegeError),
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error(transparent)]
+    Tracefs(#[from] kernel::tracefs::TracefsError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("no probe could be attached on this kernel; run `wbscope check` for the reasons")]
+    NoProbes,
+    #[error("registering metrics: {0}")]
+    Registry(#[from] prometheus::Error),
+    #[error("HTTP server failed: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error("HTTP server task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// A running daemon. Its probes stay attached until [`Daemon::stop`] (or drop).
+pub struct Daemon {
+    addr: SocketAddr,
+    reports: Vec<ProbeReport>,
+    stop_server: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+    // Dropping the object detaches every link and closes every program and map.
+    ebpf: aya::Ebpf,
+}
+
+/// Resolves the kernel layout: tracefs (mounted if needed) and BTF.
+pub fn resolve_kernel() -> Result<(Tracefs, KernelLayout), DaemonError> {
+    let tracefs = Tracefs::locate_or_mount()?;
+    let btf = Btf::from_file(Path::new(VMLINUX_BTF));
+    let btf_err = btf.as_ref().err().map(|e| e.to_string());
+    let layout = KernelLayout::resolve(
+        &tracefs,
+        btf.as_ref().map_err(|_| btf_err.as_deref().unwrap_or("unreadable")),
+    );
+    Ok((tracefs, layout))
+}
+
+impl Daemon {
+    /// Starts the daemon: everything that can fail fails here, before `start` returns.
+    pub async fn start(config: &Config) -> Result<Daemon, DaemonError> {
+        require_bpf_privileges()?;
+        // Bind before loading probes: a port in use is reported without touching the kernel.
+        let listener = server::bind(config.listen).await?;
+        let addr = listener.local_addr().map_err(DaemonError::Serve)?;
+        let (tracefs, layout) = resolve_kernel()?;
+        let ignore_tgid = if config.ignore_own_io { std::process::id() } else { 0 };
+        let mut loaded = load_and_attach(
+            probes::OBJECT,
+            &layout,
+            &tracefs,
+            ignore_tgid,
+            &config.disabled_probes,
+        )?;
+        log_reports(&loaded.reports);
+        if loaded.attached() == 0 {
+            return Err(DaemonError::NoProbes);
+        }
+        bridge_kernel_logs(&mut loaded.ebpf);
+
+        let registry = Registry::new();
+        let maps = Arc::new(AyaMaps::take_from(&mut loaded.ebpf));
+        registry.register(Box::new(WbscopeCollector::new(
+            maps,
+            CollectorContext {
+                wb_reasons: layout.wb_reasons.clone(),
+                page_size: kernel::page_size(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                kernel: kernel::release(),
+                probes: loaded.reports.clone(),
+            },
+        )))?;
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+
+        let (stop_server, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(server::serve(listener, Arc::new(registry), async move {
+            let _ = stopped.await;
+        }));
+        tracing::info!(
+            "serving http://{addr}/metrics with {} of {} probes attached",
+            loaded.attached(),
+            loaded.reports.len()
+        );
+        Ok(Daemon {
+            addr,
+            reports: loaded.reports,
+            stop_server,
+            server,
+            ebpf: loaded.ebpf,
+        })
+    }
+
+    /// The address `/metrics` is served on (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What happened to each probe.
+    pub fn probe_reports(&self) -> &[ProbeReport] {
+        &self.reports
+    }
+
+    /// Stops serving, then detaches every probe.
+    pub async fn stop(self) -> Result<(), DaemonError> {
+        let _ = self.stop_server.send(());
+        let served = self.server.await?;
+        drop(self.ebpf);
+        tracing::info!("stopped; all probes detached");
+        served.map_err(DaemonError::Serve)
+    }
+}
+
+/// Runs until `shutdown` resolves, then stops cleanly.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    let daemon = Daemon::start(&config).await?;
+    shutdown.await;
+    tracing::info!("shutting down");
+    daemon.stop().await
+}
+
+fn log_reports(reports: &[ProbeReport]) {
+    for r in reports {
+        match &r.status {
+            AttachStatus::Attached => tracing::debug!("probe {} attached", r.spec.program),
+            AttachStatus::Disabled => tracing::info!("probe {} disabled by config", r.spec.program),
+            AttachStatus::Skipped(why) => {
+                tracing::warn!("probe {} skipped: {why}", r.spec.program)
+            }
+            AttachStatus::Failed(why) => tracing::warn!("probe {} failed: {why}", r.spec.program),
+        }
+    }
+}
+
+/// Forwards kernel-side aya-log records (only present in `probe-debug` builds) into our log.
+fn bridge_kernel_logs(ebpf: &mut aya::Ebpf) {
+    match aya_log::EbpfLogger::init(ebpf) {
+        Ok(logger) => {
+            // SAFETY: the logger owns its ring-buffer fd for its whole life and always returns
+            // that same fd; the AsyncFd owns the logger, so the fd outlives the registration.
+            let registered = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    logger,
+                    tokio::io::Interest::READABLE,
+                )
+            };
+            let Ok(mut fd) = registered else {
+                tracing::warn!("cannot poll the kernel log buffer; kernel-side logs are lost");
+                return;
+            };
+            tokio::spawn(async move {
+                while let Ok(mut guard) = fd.readable_mut().await {
+                    guard.get_inner_mut().flush();
+                    guard.clear_ready();
+                }
+            });
+        }
+        Err(err) => tracing::debug!("no kernel-side logging in this build ({err})"),
+    }
+}

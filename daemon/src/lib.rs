@@ -1,0 +1,19 @@
+//! wbscope: Linux writeback observability with eBPF.
+//!
+//! The daemon loads `probe-ebpf`'s programs, resolves the running kernel's layouts (tracefs
+//! formats, BTF) into their load-time globals, and exports the per-CPU aggregates as Prometheus
+//! metrics at scrape time. `main.rs` only wires the CLI to [`daemon::run`] and [`check::run_check`].
+
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod kernel;
+pub mod logging;
+pub mod metrics;
+pub mod privileges;
+pub mod probes;
+pub mod server;
+
+pub use config::Config;
+pub use daemon::{Daemon, DaemonError, run};

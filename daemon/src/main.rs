@@ -1,0 +1,78 @@
+//! `wbscope` binary: parses the command line and hands over to the library.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use wbscope::{
+    Config,
+    cli::{Cli, Command, RunArgs},
+    config::{LogLevel, parse_listen},
+};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Check { verbose }) => check(&cli.run, verbose),
+        Some(Command::Run) | None => run(&cli.run),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("wbscope: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The configuration from `--config`, with command-line overrides applied.
+fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(listen) = &args.listen {
+        config.listen = parse_listen(listen).context("--listen")?;
+    }
+    if let Some(level) = &args.log_level {
+        config.log_level = level
+            .parse::<LogLevel>()
+            .map_err(|e| anyhow::anyhow!("--log-level: {e}"))?;
+    }
+    Ok(config)
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args)?;
+    wbscope::logging::init(config.log_level);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(wbscope::run(config, shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(args: &RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
+    let config = load_config(args)?;
+    wbscope::logging::init(config.log_level);
+    let outcome = wbscope::check::run_check(verbose)?;
+    print!("{}", outcome.text);
+    Ok(if outcome.attached > 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}

@@ -1,0 +1,135 @@
+//! Building Prometheus metric families (protobuf model) by hand, for values that live in maps.
+
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
+use probe_common::hist::{Log2Hist, MAX_SLOT, MIN_SLOT, upper_bound_seconds};
+
+/// A metric family under construction.
+pub struct Family {
+    inner: MetricFamily,
+}
+
+impl Family {
+    fn new(name: &str, help: &str, kind: MetricType) -> Family {
+        let mut inner = MetricFamily::default();
+        inner.set_name(name.to_owned());
+        inner.set_help(help.to_owned());
+        inner.set_field_type(kind);
+        Family { inner }
+    }
+
+    /// A counter family.
+    pub fn counter(name: &str, help: &str) -> Family {
+        Family::new(name, help, MetricType::COUNTER)
+    }
+
+    /// A gauge family.
+    pub fn gauge(name: &str, help: &str) -> Family {
+        Family::new(name, help, MetricType::GAUGE)
+    }
+
+    /// A histogram family.
+    pub fn histogram(name: &str, help: &str) -> Family {
+        Family::new(name, help, MetricType::HISTOGRAM)
+    }
+
+    /// Adds a counter sample.
+    pub fn add_counter(&mut self, labels: &[(&str, &str)], value: f64) {
+        let mut counter = Counter::default();
+        counter.set_value(value);
+        let mut metric = Metric::from_label(label_pairs(labels));
+        metric.set_counter(counter);
+        self.inner.mut_metric().push(metric);
+    }
+
+    /// Adds a gauge sample.
+    pub fn add_gauge(&mut self, labels: &[(&str, &str)], value: f64) {
+        let mut gauge = Gauge::default();
+        gauge.set_value(value);
+        let mut metric = Metric::from_label(label_pairs(labels));
+        metric.set_gauge(gauge);
+        self.inner.mut_metric().push(metric);
+    }
+
+    /// Adds a histogram sample built from an in-kernel log2 histogram.
+    pub fn add_log2_histogram(&mut self, labels: &[(&str, &str)], hist: &Log2Hist) {
+        let mut metric = Metric::from_label(label_pairs(labels));
+        metric.set_histogram(log2_to_histogram(hist));
+        self.inner.mut_metric().push(metric);
+    }
+
+    /// The finished family, or `None` when it has no samples (the text encoder rejects empty
+    /// families).
+    pub fn finish(self) -> Option<MetricFamily> {
+        (!self.inner.get_metric().is_empty()).then_some(self.inner)
+    }
+}
+
+fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
+    labels
+        .iter()
+        .map(|(name, value)| {
+            let mut pair = LabelPair::default();
+            pair.set_name((*name).to_owned());
+            pair.set_value((*value).to_owned());
+            pair
+        })
+        .collect()
+}
+
+/// Converts per-slot counts into cumulative buckets `le = 2^i ns` for i in MIN_SLOT..=MAX_SLOT,
+/// in seconds. The encoder adds `+Inf` from the sample count, which includes the overflow slot.
+pub fn log2_to_histogram(hist: &Log2Hist) -> Histogram {
+    let mut cumulative = 0u64;
+    let mut buckets = Vec::with_capacity(MAX_SLOT - MIN_SLOT + 1);
+    for (slot, count) in hist.buckets.iter().enumerate().take(MAX_SLOT + 1) {
+        cumulative += count;
+        if slot >= MIN_SLOT {
+            let mut bucket = Bucket::default();
+            bucket.set_cumulative_count(cumulative);
+            bucket.set_upper_bound(upper_bound_seconds(slot));
+            buckets.push(bucket);
+        }
+    }
+    let mut out = Histogram::default();
+    out.set_sample_count(hist.count());
+    out.set_sample_sum(hist.sum_ns as f64 / 1e9);
+    out.set_bucket(buckets);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe_common::hist::OVERFLOW_SLOT;
+
+    #[test]
+    fn buckets_are_cumulative_and_count_includes_overflow() {
+        let mut h = Log2Hist::ZERO;
+        h.record(500); // slot 10
+        h.record(3_000); // slot 12
+        h.record(3_000);
+        h.record(1 << 40); // overflow
+        let p = log2_to_histogram(&h);
+        let buckets = p.get_bucket();
+        assert_eq!(buckets.len(), MAX_SLOT - MIN_SLOT + 1);
+        assert_eq!(buckets[0].get_upper_bound(), 1.024e-6);
+        assert_eq!(buckets[0].get_cumulative_count(), 1);
+        assert_eq!(buckets[1].get_cumulative_count(), 1);
+        assert_eq!(buckets[2].get_cumulative_count(), 3);
+        assert_eq!(buckets.last().map(|b| b.get_cumulative_count()), Some(3));
+        assert_eq!(p.get_sample_count(), 4);
+        assert_eq!(h.buckets[OVERFLOW_SLOT], 1);
+        let expected_sum = (500.0 + 6_000.0 + (1u64 << 40) as f64) / 1e9;
+        assert!((p.get_sample_sum() - expected_sum).abs() < 1e-9);
+    }
+
+    #[test]
+    fn empty_family_is_dropped() {
+        assert!(Family::counter("x_total", "h").finish().is_none());
+        let mut f = Family::gauge("x", "h");
+        f.add_gauge(&[("a", "b")], 1.0);
+        assert!(f.finish().is_some());
+    }
+}

@@ -1,0 +1,10 @@
+//! The probes this build knows, and loading/attaching them against the running kernel.
+
+pub mod catalog;
+pub mod loader;
+
+pub use catalog::{CATALOG, Family, ProbeSpec};
+pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};
+
+/// The eBPF object built by build.rs from `probe-ebpf`, embedded in the binary.
+pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/wbscope-probes"));

@@ -1,0 +1,78 @@
+//! Flusher writeback work: map keys and values.
+
+use crate::{hist::Log2Hist, user_pod};
+
+/// Length of the bdi name kept in keys. Block bdis are named `MAJ:MIN` (at most 11 bytes);
+/// longer names (non-block bdis) are truncated.
+pub const BDI_NAME_LEN: usize = 16;
+
+/// `enum writeback_sync_modes` (include/linux/writeback.h). UAPI-stable since 2.6: WB_SYNC_NONE = 0,
+/// WB_SYNC_ALL = 1; the tracepoints print it as a plain int.
+pub const WB_SYNC_ALL: u32 = 1;
+
+/// Aggregation key of flusher work: backing device, sync mode, and the raw `enum wb_reason` value
+/// (decoded to a name in user space from the running kernel's own table).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WbKey {
+    /// The bdi name as in the tracepoint's `name` field, NUL-padded.
+    pub bdi: [u8; BDI_NAME_LEN],
+    pub sync_mode: u32,
+    pub reason: u32,
+}
+const _: () = assert!(core::mem::size_of::<WbKey>() == 24);
+
+/// Per-CPU aggregate for one [`WbKey`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WbStats {
+    /// Work items queued for the flusher (`writeback_queue`).
+    pub queued: u64,
+    /// Work items executed to the end.
+    pub works: u64,
+    /// Pages written back: sum of per-iteration `nr_pages` deltas.
+    pub written_pages: u64,
+    /// Work item duration, first `writeback_start` to last `writeback_written`.
+    pub duration: Log2Hist,
+}
+const _: () = assert!(core::mem::size_of::<WbStats>() == 24 + core::mem::size_of::<Log2Hist>());
+
+impl WbStats {
+    pub const ZERO: WbStats = WbStats {
+        queued: 0,
+        works: 0,
+        written_pages: 0,
+        duration: Log2Hist::ZERO,
+    };
+
+    /// Adds another CPU's copy into this one.
+    pub fn merge(&mut self, other: &WbStats) {
+        self.queued = self.queued.wrapping_add(other.queued);
+        self.works = self.works.wrapping_add(other.works);
+        self.written_pages = self.written_pages.wrapping_add(other.written_pages);
+        self.duration.merge(&other.duration);
+    }
+}
+
+/// The work item a flusher thread is executing, kept per flusher tid (kernel side only, but
+/// defined here so its layout is asserted like every other map value).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlusherItem {
+    pub key: WbKey,
+    pub sb_dev: u32,
+    /// for_kupdate | for_background << 1 | range_cyclic << 2: with the key and sb_dev this tells
+    /// apart on-stack work items that may share a stack address.
+    pub kind_bits: u32,
+    /// 1 once a `writeback_start` was seen for this item.
+    pub started: u32,
+    /// 1 while an iteration is open (between `writeback_start` and `writeback_written`).
+    pub in_iteration: u32,
+    pub t_first_start: u64,
+    pub t_last_written: u64,
+    /// `nr_pages` (remaining budget) at the open iteration's start.
+    pub iteration_nr_pages: i64,
+}
+const _: () = assert!(core::mem::size_of::<FlusherItem>() == 24 + 16 + 24);
+
+user_pod!(WbKey, WbStats, FlusherItem);

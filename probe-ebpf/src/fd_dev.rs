@@ -1,0 +1,57 @@
+//! Resolving a file descriptor of the current task to its filesystem's `dev_t`, in the kernel.
+//!
+//! Path (offsets from BTF, see `probe_common::layout::FdDevLayout`):
+//! `current->files->fdt->fd[fd]->f_inode->i_sb->s_dev`, with `fd < fdt->max_fds` checked first.
+//! Block device nodes live on the bdev pseudo-filesystem, so for them `i_rdev` names the device.
+//! Every step is a `bpf_probe_read_kernel`, so a racing close() yields 0 ("unknown"), never a
+//! fault.
+
+use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
+
+use crate::globals::FD_DEV_LAYOUT;
+
+/// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
+const S_IFMT: u16 = 0o170000;
+const S_IFBLK: u16 = 0o060000;
+
+#[inline(always)]
+fn read<T>(addr: u64) -> Option<T> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copies from an arbitrary kernel address into a stack value
+    // and returns an error instead of faulting on a bad address.
+    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
+}
+
+/// The kernel `dev_t` (`MAJOR << 20 | MINOR`) of the filesystem holding `fd`, or 0 if unknown.
+#[inline(always)]
+pub fn dev_of_fd(fd: u64) -> u32 {
+    resolve(fd).unwrap_or(0)
+}
+
+#[inline(always)]
+fn resolve(fd: u64) -> Option<u32> {
+    let l = FD_DEV_LAYOUT.load();
+    if l.resolved == 0 {
+        return None;
+    }
+    // SAFETY: bpf_get_current_task has no preconditions; the result is only used as an address
+    // for bpf_probe_read_kernel.
+    let task = unsafe { bpf_get_current_task() };
+    let files: u64 = read(task + l.task_files as u64)?;
+    let fdt: u64 = read(files + l.files_fdt as u64)?;
+    let max_fds: u32 = read(fdt + l.fdt_max_fds as u64)?;
+    if fd >= max_fds as u64 {
+        return None;
+    }
+    let fd_array: u64 = read(fdt + l.fdt_fd as u64)?;
+    let file: u64 = read(fd_array + fd * 8)?;
+    let inode: u64 = read(file + l.file_f_inode as u64)?;
+    let mode: u16 = read(inode + l.inode_i_mode as u64)?;
+    if mode & S_IFMT == S_IFBLK {
+        return read(inode + l.inode_i_rdev as u64);
+    }
+    let sb: u64 = read(inode + l.inode_i_sb as u64)?;
+    read(sb + l.sb_s_dev as u64)
+}

@@ -1,0 +1,27 @@
+//! wbscope's eBPF programs.
+//!
+//! Hooks are classic tracepoints (their record layout comes from the running kernel's format files
+//! through load-time globals) so that the same object loads on every kernel with BTF. Everything is
+//! aggregated in per-CPU maps that the daemon reads when Prometheus scrapes; no per-event records
+//! leave the kernel.
+#![no_std]
+#![no_main]
+
+mod fd_dev;
+mod globals;
+mod hist;
+mod sync_calls;
+mod writeback;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // Unreachable in a verified program: a reachable panic makes the verifier reject the program
+    // ("last insn is not an exit or jmp"), which is how we find out at load time.
+    loop {}
+}
+
+/// bpf_probe_read_kernel and friends are GPL-only helpers.
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

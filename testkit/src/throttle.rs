@@ -1,0 +1,95 @@
+//! Kernel knobs that make a `LoopFs` behave like a slow or tightly limited disk. Each one
+//! registers its revert with the fixture, so nothing outlives the test.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::loopfs::LoopFs;
+use crate::sys::{read_attr, write_attr};
+
+/// The root cgroup v1 blkio write-bandwidth rule file. Root, because buffered writeback is
+/// issued by flusher threads in the root cgroup under v1, and this process is there too.
+pub const BLKIO_WRITE_BPS: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
+
+impl LoopFs {
+    /// Limits writes to this device to `bytes_per_sec` with the v1 blkio throttle, and
+    /// registers the revert (`"MAJ:MIN 0"`, which deletes the rule).
+    pub fn throttle_write_bps(&self, bytes_per_sec: u64) -> Result<()> {
+        let path = Path::new(BLKIO_WRITE_BPS);
+        let dev = self.dev_string();
+        write_attr(path, &format!("{dev} {bytes_per_sec}"))?;
+        self.undo
+            .push(format!("blkio write_bps rule for {dev}"), move || {
+                write_attr(path, &format!("{dev} 0"))
+            });
+        Ok(())
+    }
+
+    /// Switches the device's I/O scheduler (e.g. `"mq-deadline"`, `"bfq"`, `"none"`) and
+    /// registers a revert to the one that was active (the `[bracketed]` entry) before.
+    pub fn set_scheduler(&self, name: &str) -> Result<()> {
+        let path = self.sysfs_dir().join("queue/scheduler");
+        let current = read_attr(&path)?;
+        let previous = active_scheduler(&current).ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: no [active] entry in {current:?}",
+                path.display()
+            ))
+        })?;
+        write_attr(&path, name)?;
+        self.undo.push(
+            format!("scheduler of {} back to {previous}", self.loop_name()),
+            move || write_attr(&path, &previous),
+        );
+        Ok(())
+    }
+
+    /// Caps the device's share of dirty page cache at `max_bytes` and makes the cap strict
+    /// (`strict_limit=1`), so writers are throttled in `balance_dirty_pages` even below the
+    /// global thresholds. The revert restores the previous `strict_limit` and `max_ratio`
+    /// (normally 0 and 100) rather than writing `max_bytes=0`, which would set the ratio to 0.
+    pub fn limit_bdi_dirty(&self, max_bytes: u64) -> Result<()> {
+        let bdi = PathBuf::from("/sys/class/bdi").join(self.dev_string());
+        let strict = bdi.join("strict_limit");
+        let ratio = bdi.join("max_ratio");
+        let previous_strict = read_attr(&strict)?;
+        let previous_ratio = read_attr(&ratio)?;
+        // Registered before writing, so a failure half-way is still reverted.
+        self.undo.push(
+            format!(
+                "bdi {} strict_limit={previous_strict} max_ratio={previous_ratio}",
+                self.dev_string()
+            ),
+            move || {
+                let strict_result = write_attr(&strict, &previous_strict);
+                // Restore the ratio even if the first write failed: they are independent.
+                write_attr(&ratio, &previous_ratio).and(strict_result)
+            },
+        );
+        write_attr(&bdi.join("strict_limit"), "1")?;
+        write_attr(&bdi.join("max_bytes"), &max_bytes.to_string())
+    }
+}
+
+/// The `[bracketed]` entry of a `queue/scheduler` listing such as `"[none] mq-deadline"`.
+fn active_scheduler(listing: &str) -> Option<String> {
+    listing
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix('[')?.strip_suffix(']'))
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::active_scheduler;
+
+    #[test]
+    fn finds_bracketed_scheduler() {
+        assert_eq!(
+            active_scheduler("none [mq-deadline] kyber bfq").as_deref(),
+            Some("mq-deadline")
+        );
+        assert_eq!(active_scheduler("[none]").as_deref(), Some("none"));
+        assert_eq!(active_scheduler("none mq-deadline"), None);
+    }
+}
