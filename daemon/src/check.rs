@@ -23,7 +23,12 @@ pub fn run_check(verbose: bool) -> Result<CheckOutcome, DaemonError> {
     let (tracefs, layout) = resolve_kernel()?;
     let loaded = load_and_attach(probes::OBJECT, &layout, &tracefs, 0, &[])?;
     let mut text = String::new();
-    let _ = writeln!(text, "wbscope {} on kernel {}", env!("CARGO_PKG_VERSION"), kernel::release());
+    let _ = writeln!(
+        text,
+        "wbscope {} on kernel {}",
+        env!("CARGO_PKG_VERSION"),
+        kernel::release()
+    );
     let _ = writeln!(text, "tracefs: {}", tracefs.root().display());
     let _ = writeln!(
         text,
@@ -34,7 +39,11 @@ pub fn run_check(verbose: bool) -> Result<CheckOutcome, DaemonError> {
         }
     );
     let reasons: Vec<&str> = layout.wb_reasons.values().map(String::as_str).collect();
-    let _ = writeln!(text, "wb_reason names (from the kernel): {}", reasons.join(", "));
+    let _ = writeln!(
+        text,
+        "wb_reason names (from the kernel): {}",
+        reasons.join(", ")
+    );
     let _ = writeln!(text);
     text.push_str(&format_reports(&loaded.reports, verbose));
     let attached = loaded.attached();
@@ -42,13 +51,27 @@ pub fn run_check(verbose: bool) -> Result<CheckOutcome, DaemonError> {
     let _ = writeln!(text, "\n{attached} of {total} probes attach on this kernel");
     // Dropping `loaded` detaches everything.
     drop(loaded);
-    Ok(CheckOutcome { text, attached, total })
+    Ok(CheckOutcome {
+        text,
+        attached,
+        total,
+    })
 }
 
 /// The per-probe table.
 pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
-    let width = reports.iter().map(|r| r.spec.program.len()).max().unwrap_or(5).max(5);
-    let hook_width = reports.iter().map(|r| r.spec.hook().len()).max().unwrap_or(4).max(4);
+    let width = reports
+        .iter()
+        .map(|r| r.spec.program.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let hook_width = reports
+        .iter()
+        .map(|r| r.spec.hook().len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = format!("{:<width$}  {:<hook_width$}  STATUS\n", "PROBE", "HOOK");
     for r in reports {
         let status = match &r.status {
@@ -56,9 +79,17 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
             AttachStatus::Disabled => "disabled by config".to_owned(),
             AttachStatus::Skipped(why) => format!("skipped: {why}"),
             AttachStatus::Failed(why) if verbose => format!("FAILED: {why}"),
-            AttachStatus::Failed(why) => format!("FAILED: {} (--verbose shows the verifier log)", first_line(why)),
+            AttachStatus::Failed(why) => format!(
+                "FAILED: {} (--verbose shows the verifier log)",
+                first_line(why)
+            ),
         };
-        let _ = writeln!(out, "{:<width$}  {:<hook_width$}  {status}", r.spec.program, r.spec.hook());
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<hook_width$}  {status}",
+            r.spec.program,
+            r.spec.hook()
+        );
     }
     out
 }

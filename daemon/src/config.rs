@@ -13,7 +13,10 @@ pub const DEFAULT_PORT: u16 = 19617;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("invalid config file {path}: {message}")]
     Parse { path: String, message: String },
     #[error("config key `{key}`: {message}")]
@@ -173,7 +176,10 @@ mod tests {
     fn malformed_listen_names_the_key() {
         let err = Config::from_toml("listen = \"localhost\"").unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("`listen`") && msg.contains("localhost"), "{msg}");
+        assert!(
+            msg.contains("`listen`") && msg.contains("localhost"),
+            "{msg}"
+        );
     }
 
     #[test]

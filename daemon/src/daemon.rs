@@ -56,7 +56,8 @@ pub fn resolve_kernel() -> Result<(Tracefs, KernelLayout), DaemonError> {
     let btf_err = btf.as_ref().err().map(|e| e.to_string());
     let layout = KernelLayout::resolve(
         &tracefs,
-        btf.as_ref().map_err(|_| btf_err.as_deref().unwrap_or("unreadable")),
+        btf.as_ref()
+            .map_err(|_| btf_err.as_deref().unwrap_or("unreadable")),
     );
     Ok((tracefs, layout))
 }
@@ -69,7 +70,11 @@ impl Daemon {
         let listener = server::bind(config.listen).await?;
         let addr = listener.local_addr().map_err(DaemonError::Serve)?;
         let (tracefs, layout) = resolve_kernel()?;
-        let ignore_tgid = if config.ignore_own_io { std::process::id() } else { 0 };
+        let ignore_tgid = if config.ignore_own_io {
+            std::process::id()
+        } else {
+            0
+        };
         let mut loaded = load_and_attach(
             probes::OBJECT,
             &layout,

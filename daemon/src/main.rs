@@ -59,15 +59,20 @@ fn check(args: &RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     wbscope::logging::init(config.log_level);
     let outcome = wbscope::check::run_check(verbose)?;
     print!("{}", outcome.text);
-    Ok(if outcome.attached > 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if outcome.attached > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::error!("cannot install signal handlers; stop with SIGKILL");
         return std::future::pending().await;
     };

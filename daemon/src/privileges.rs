@@ -68,7 +68,10 @@ mod tests {
 
     #[test]
     fn names_what_is_missing() {
-        assert_eq!(missing_in(0).as_deref(), Some("CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)"));
+        assert_eq!(
+            missing_in(0).as_deref(),
+            Some("CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)")
+        );
         assert_eq!(missing_in(1 << CAP_SYS_ADMIN), None);
         assert_eq!(missing_in((1 << CAP_BPF) | (1 << CAP_PERFMON)), None);
         assert_eq!(

@@ -17,12 +17,16 @@ pub static WB_WORK_FMT: Global<WbWorkFormat> = Global::new(WbWorkFormat {
 });
 
 #[unsafe(no_mangle)]
-pub static FSYNC_ENTER_FMT: Global<SysEnterFdFormat> =
-    Global::new(SysEnterFdFormat { fd: 0, _reserved: 0 });
+pub static FSYNC_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
+    fd: 0,
+    _reserved: 0,
+});
 
 #[unsafe(no_mangle)]
-pub static FDATASYNC_ENTER_FMT: Global<SysEnterFdFormat> =
-    Global::new(SysEnterFdFormat { fd: 0, _reserved: 0 });
+pub static FDATASYNC_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
+    fd: 0,
+    _reserved: 0,
+});
 
 #[unsafe(no_mangle)]
 pub static FD_DEV_LAYOUT: Global<FdDevLayout> = Global::new(FdDevLayout {

@@ -92,7 +92,10 @@ fn exit(syscall: SyncSyscall) {
     }
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
-    let key = SyncKey { syscall: start.syscall, dev: start.dev };
+    let key = SyncKey {
+        syscall: start.syscall,
+        dev: start.dev,
+    };
     if let Some(hist) = value_or_insert(&SYNC_CALL_LATENCY, &key, &Log2Hist::ZERO) {
         // SAFETY: the pointer is this CPU's value in a per-CPU map, valid for this program run.
         record(unsafe { &mut *hist }, ns);

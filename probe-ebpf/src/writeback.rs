@@ -60,7 +60,11 @@ fn read_work(ctx: &TracePointContext) -> Option<WorkRecord> {
     // kernel pads it today, but a key must never carry stale bytes after the NUL.
     let raw: [u64; 2] = read_field(ctx, f.name)?;
     let low_mask = bytes_before_nul(raw[0]);
-    let high_mask = if low_mask == u64::MAX { bytes_before_nul(raw[1]) } else { 0 };
+    let high_mask = if low_mask == u64::MAX {
+        bytes_before_nul(raw[1])
+    } else {
+        0
+    };
     let low = (raw[0] & low_mask).to_le_bytes();
     let high = (raw[1] & high_mask).to_le_bytes();
     let mut bdi = [0u8; BDI_NAME_LEN];
@@ -72,7 +76,11 @@ fn read_work(ctx: &TracePointContext) -> Option<WorkRecord> {
     let for_background: i32 = read_field(ctx, f.for_background)?;
     let range_cyclic: i32 = read_field(ctx, f.range_cyclic)?;
     Some(WorkRecord {
-        key: WbKey { bdi, sync_mode: sync_mode as u32, reason: reason as u32 },
+        key: WbKey {
+            bdi,
+            sync_mode: sync_mode as u32,
+            reason: reason as u32,
+        },
         sb_dev: read_field(ctx, f.sb_dev)?,
         kind_bits: (for_kupdate != 0) as u32
             | ((for_background != 0) as u32) << 1

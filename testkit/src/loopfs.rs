@@ -160,6 +160,14 @@ impl LoopFs {
         (self.major << 20) | self.minor
     }
 
+    /// Remounts the filesystem with extra mount options (e.g. `lazytime`). Nothing to undo: the
+    /// mount goes away with the fixture.
+    pub fn remount(&self, options: &str) -> Result<()> {
+        let options = format!("remount,{options}");
+        let mountpoint = self.mountpoint.to_string_lossy().into_owned();
+        crate::sys::run("mount", &["-o", &options, &mountpoint]).map(|_| ())
+    }
+
     /// `/sys/block/<name>`, the root of the device's queue attributes.
     pub(crate) fn sysfs_dir(&self) -> PathBuf {
         Path::new("/sys/block").join(&self.loop_name)

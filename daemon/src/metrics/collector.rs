@@ -8,11 +8,11 @@ use std::{
     },
 };
 
+use probe_common::{sync_call::SyncSyscall, writeback::WbKey};
 use prometheus::{
     core::{Collector, Desc},
     proto::MetricFamily,
 };
-use probe_common::{sync_call::SyncSyscall, writeback::WbKey};
 
 use super::{families::Family, source::MapSource};
 use crate::{
@@ -41,7 +41,10 @@ pub struct WbscopeCollector {
 
 /// Names and help texts (METRICS.md is the contract).
 const FAMILIES: &[(&str, &str)] = &[
-    ("wbscope_writeback_work_total", "Flusher writeback work items executed."),
+    (
+        "wbscope_writeback_work_total",
+        "Flusher writeback work items executed.",
+    ),
     (
         "wbscope_writeback_work_duration_seconds",
         "Time from a flusher work item's first writeback_start to its last writeback_written.",
@@ -50,14 +53,26 @@ const FAMILIES: &[(&str, &str)] = &[
         "wbscope_writeback_written_bytes_total",
         "Bytes written back by flusher work (per-iteration page deltas times the page size).",
     ),
-    ("wbscope_writeback_queued_total", "Work items queued for the flusher."),
+    (
+        "wbscope_writeback_queued_total",
+        "Work items queued for the flusher.",
+    ),
     (
         "wbscope_sync_call_duration_seconds",
         "Latency of sync-family calls by the device of the file's filesystem.",
     ),
-    ("wbscope_build_info", "wbscope version and the kernel it runs on."),
-    ("wbscope_probe_attached", "1 if the probe is attached, 0 if it was skipped on this kernel."),
-    ("wbscope_map_read_errors_total", "Failed reads of a probe map at scrape time."),
+    (
+        "wbscope_build_info",
+        "wbscope version and the kernel it runs on.",
+    ),
+    (
+        "wbscope_probe_attached",
+        "1 if the probe is attached, 0 if it was skipped on this kernel.",
+    ),
+    (
+        "wbscope_map_read_errors_total",
+        "Failed reads of a probe map at scrape time.",
+    ),
 ];
 
 impl WbscopeCollector {
@@ -126,7 +141,11 @@ impl WbscopeCollector {
             written.add_counter(&labels, (stats.written_pages * self.ctx.page_size) as f64);
             queued.add_counter(&labels, stats.queued as f64);
         }
-        out.extend([works, duration, written, queued].into_iter().filter_map(Family::finish));
+        out.extend(
+            [works, duration, written, queued]
+                .into_iter()
+                .filter_map(Family::finish),
+        );
     }
 
     fn sync_calls(&self, out: &mut Vec<MetricFamily>) {
@@ -168,7 +187,10 @@ impl WbscopeCollector {
         let mut attached = Family::gauge(n, Self::help(n));
         for report in &self.ctx.probes {
             let up = matches!(report.status, AttachStatus::Attached);
-            attached.add_gauge(&[("probe", report.spec.program)], if up { 1.0 } else { 0.0 });
+            attached.add_gauge(
+                &[("probe", report.spec.program)],
+                if up { 1.0 } else { 0.0 },
+            );
         }
         let n = "wbscope_map_read_errors_total";
         let mut errors = Family::counter(n, Self::help(n));
@@ -178,7 +200,11 @@ impl WbscopeCollector {
         ] {
             errors.add_counter(&[("map", map)], count.load(Ordering::Relaxed) as f64);
         }
-        out.extend([info, attached, errors].into_iter().filter_map(Family::finish));
+        out.extend(
+            [info, attached, errors]
+                .into_iter()
+                .filter_map(Family::finish),
+        );
     }
 }
 
@@ -198,7 +224,11 @@ impl Collector for WbscopeCollector {
 
 /// The bdi name in a key, up to its NUL padding.
 pub fn bdi_name(key: &WbKey) -> String {
-    let end = key.bdi.iter().position(|b| *b == 0).unwrap_or(key.bdi.len());
+    let end = key
+        .bdi
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(key.bdi.len());
     String::from_utf8_lossy(&key.bdi[..end]).into_owned()
 }
 

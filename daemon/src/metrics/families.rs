@@ -1,9 +1,9 @@
 //! Building Prometheus metric families (protobuf model) by hand, for values that live in maps.
 
+use probe_common::hist::{Log2Hist, MAX_SLOT, MIN_SLOT, upper_bound_seconds};
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };
-use probe_common::hist::{Log2Hist, MAX_SLOT, MIN_SLOT, upper_bound_seconds};
 
 /// A metric family under construction.
 pub struct Family {

@@ -60,7 +60,10 @@ fn read_all<K: aya::Pod, V: aya::Pod>(
         .map(|entry| {
             entry
                 .map(|(key, values)| (key, merge(&values)))
-                .map_err(|e| MapReadError { map: name, message: e.to_string() })
+                .map_err(|e| MapReadError {
+                    map: name,
+                    message: e.to_string(),
+                })
         })
         .collect()
 }
@@ -76,11 +79,15 @@ impl MapSource for AyaMaps {
     }
 
     fn sync_call_latency(&self) -> Result<Vec<(SyncKey, Log2Hist)>, MapReadError> {
-        read_all(SYNC_CALL_LATENCY, self.sync_call_latency.as_ref(), |values| {
-            values.iter().fold(Log2Hist::ZERO, |mut acc, v| {
-                acc.merge(v);
-                acc
-            })
-        })
+        read_all(
+            SYNC_CALL_LATENCY,
+            self.sync_call_latency.as_ref(),
+            |values| {
+                values.iter().fold(Log2Hist::ZERO, |mut acc, v| {
+                    acc.merge(v);
+                    acc
+                })
+            },
+        )
     }
 }

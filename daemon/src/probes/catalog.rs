@@ -30,25 +30,70 @@ const fn tp(
     event: &'static str,
     family: Family,
 ) -> ProbeSpec {
-    ProbeSpec { program, category, event, family }
+    ProbeSpec {
+        program,
+        category,
+        event,
+        family,
+    }
 }
 
 /// All probes, in the order they are attached and reported.
 pub const CATALOG: &[ProbeSpec] = &[
-    tp("writeback_queue", "writeback", "writeback_queue", Family::WritebackWork),
-    tp("writeback_exec", "writeback", "writeback_exec", Family::WritebackWork),
-    tp("writeback_start", "writeback", "writeback_start", Family::WritebackWork),
-    tp("writeback_written", "writeback", "writeback_written", Family::WritebackWork),
+    tp(
+        "writeback_queue",
+        "writeback",
+        "writeback_queue",
+        Family::WritebackWork,
+    ),
+    tp(
+        "writeback_exec",
+        "writeback",
+        "writeback_exec",
+        Family::WritebackWork,
+    ),
+    tp(
+        "writeback_start",
+        "writeback",
+        "writeback_start",
+        Family::WritebackWork,
+    ),
+    tp(
+        "writeback_written",
+        "writeback",
+        "writeback_written",
+        Family::WritebackWork,
+    ),
     tp(
         "writeback_pages_written",
         "writeback",
         "writeback_pages_written",
         Family::WritebackPassEnd,
     ),
-    tp("sys_enter_fsync", "syscalls", "sys_enter_fsync", Family::FsyncEnter),
-    tp("sys_exit_fsync", "syscalls", "sys_exit_fsync", Family::SyscallExit),
-    tp("sys_enter_fdatasync", "syscalls", "sys_enter_fdatasync", Family::FdatasyncEnter),
-    tp("sys_exit_fdatasync", "syscalls", "sys_exit_fdatasync", Family::SyscallExit),
+    tp(
+        "sys_enter_fsync",
+        "syscalls",
+        "sys_enter_fsync",
+        Family::FsyncEnter,
+    ),
+    tp(
+        "sys_exit_fsync",
+        "syscalls",
+        "sys_exit_fsync",
+        Family::SyscallExit,
+    ),
+    tp(
+        "sys_enter_fdatasync",
+        "syscalls",
+        "sys_enter_fdatasync",
+        Family::FdatasyncEnter,
+    ),
+    tp(
+        "sys_exit_fdatasync",
+        "syscalls",
+        "sys_exit_fdatasync",
+        Family::SyscallExit,
+    ),
 ];
 
 impl ProbeSpec {

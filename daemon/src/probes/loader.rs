@@ -50,7 +50,10 @@ pub struct LoadedProbes {
 impl LoadedProbes {
     /// Number of attached probes.
     pub fn attached(&self) -> usize {
-        self.reports.iter().filter(|r| r.status.is_attached()).count()
+        self.reports
+            .iter()
+            .filter(|r| r.status.is_attached())
+            .count()
     }
 }
 

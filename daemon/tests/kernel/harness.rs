@@ -1,0 +1,102 @@
+//! An in-process daemon for tests, and scraping helpers.
+
+use std::{net::SocketAddr, time::Duration};
+
+use testkit::{Scrape, scrape, wait_until};
+use wbscope::{Config, Daemon};
+
+/// A daemon running on its own runtime, listening on an ephemeral loopback port.
+pub struct TestDaemon {
+    runtime: tokio::runtime::Runtime,
+    daemon: Option<Daemon>,
+    addr: SocketAddr,
+}
+
+impl TestDaemon {
+    /// Starts a daemon that also counts this process's own I/O (tests provoke the events
+    /// themselves). Panics when not root: these tests are only run on purpose.
+    pub fn start() -> TestDaemon {
+        TestDaemon::start_with(Config {
+            listen: "127.0.0.1:0".parse().expect("loopback address"),
+            ignore_own_io: false,
+            ..Config::default()
+        })
+    }
+
+    pub fn start_with(config: Config) -> TestDaemon {
+        assert!(testkit::require_root(), "privileged kernel tests need root");
+        wbscope::logging::init(wbscope::config::LogLevel::Info);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let daemon = runtime
+            .block_on(Daemon::start(&config))
+            .expect("daemon starts");
+        for report in daemon.probe_reports() {
+            assert!(
+                report.status.is_attached(),
+                "probe {} did not attach: {:?}",
+                report.spec.program,
+                report.status
+            );
+        }
+        let addr = daemon.local_addr();
+        TestDaemon {
+            runtime,
+            daemon: Some(daemon),
+            addr,
+        }
+    }
+
+    /// Scrapes and parses `/metrics`.
+    pub fn scrape(&self) -> Scrape {
+        let text = scrape(self.addr).expect("scrape /metrics");
+        Scrape::parse(&text).expect("parse exposition")
+    }
+
+    /// Polls `/metrics` until `ready` accepts a scrape, or panics with `what` after `timeout`.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut ready: impl FnMut(&Scrape) -> bool,
+    ) -> Scrape {
+        let mut last = None;
+        let found = wait_until(timeout, Duration::from_millis(200), || {
+            let s = self.scrape();
+            if ready(&s) {
+                return Some(s);
+            }
+            last = Some(s);
+            None
+        });
+        match found {
+            Some(s) => s,
+            None => panic!(
+                "timed out after {timeout:?} waiting for {what}; last scrape:\n{}",
+                last.map(|s| wbscope_lines(&s)).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(daemon) = self.daemon.take()
+            && let Err(err) = self.runtime.block_on(daemon.stop())
+        {
+            eprintln!("daemon stop failed: {err}");
+        }
+    }
+}
+
+/// The wbscope samples of a scrape (no buckets), for failure messages.
+pub fn wbscope_lines(s: &Scrape) -> String {
+    s.all_samples()
+        .iter()
+        .filter(|x| x.name.starts_with("wbscope_") && !x.name.ends_with("_bucket"))
+        .map(|x| format!("{} {:?} {}\n", x.name, x.labels, x.value))
+        .collect()
+}

@@ -1,0 +1,71 @@
+//! `cargo xtask`: developer and CI tasks for wbscope. This file only wires the subcommands;
+//! each lives in its own module.
+
+mod apt;
+mod cmd;
+mod host;
+mod linker;
+mod lint;
+mod pins;
+mod run;
+mod setup;
+mod test;
+mod toolchain;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::pins::Pins;
+
+/// Developer tasks for wbscope.
+#[derive(Parser, Debug)]
+#[command(name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Install the missing apt packages, rust toolchains and bpf-linker (Debian 12, as root).
+    Setup,
+    /// Print which of setup's tools are present or missing, installing nothing.
+    CheckSetup,
+    /// Build wbscope in release mode and run `wbscope run [ARGS]`.
+    Run(run::RunArgs),
+    /// Run the test tiers: lint, unit, kernel, smoke.
+    Test(test::TestArgs),
+    /// Run only the lint tier.
+    Lint {
+        /// Do not check for (or install) missing tools first.
+        #[arg(long)]
+        no_setup: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    let pins = Pins::load()?;
+    match command {
+        Command::Setup => setup::setup(&pins)?,
+        Command::CheckSetup => setup::check(&pins)?,
+        Command::Run(args) => run::run(&pins, &args)?,
+        Command::Test(args) => return test::run(&pins, &args),
+        Command::Lint { no_setup } => {
+            setup::ensure(&pins, no_setup)?;
+            lint::run(&pins)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

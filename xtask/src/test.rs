@@ -1,0 +1,210 @@
+//! `cargo xtask test`: every test tier in order, with timings and a summary.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::ValueEnum;
+
+use crate::cmd::{self, Cmd};
+use crate::pins::Pins;
+use crate::{host, lint, run, setup};
+
+/// A test tier. Declaration order is run order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Tier {
+    /// rustfmt and clippy (workspace and the eBPF crate).
+    Lint,
+    /// Non-ignored tests of the workspace.
+    Unit,
+    /// Privileged tests against the running kernel (root).
+    Kernel,
+    /// The release binary end to end (root).
+    Smoke,
+}
+
+impl Tier {
+    const ALL: [Tier; 4] = [Tier::Lint, Tier::Unit, Tier::Kernel, Tier::Smoke];
+
+    fn name(self) -> &'static str {
+        match self {
+            Tier::Lint => "lint",
+            Tier::Unit => "unit",
+            Tier::Kernel => "kernel",
+            Tier::Smoke => "smoke",
+        }
+    }
+
+    /// Tiers whose failure makes this one pointless: a workspace whose plain tests fail is not
+    /// worth the slow privileged runs. Lint failures block nothing.
+    fn depends_on(self) -> &'static [Tier] {
+        match self {
+            Tier::Lint | Tier::Unit => &[],
+            Tier::Kernel | Tier::Smoke => &[Tier::Unit],
+        }
+    }
+}
+
+/// Arguments of `cargo xtask test`.
+#[derive(clap::Args, Debug)]
+pub struct TestArgs {
+    /// Run only this tier (repeatable); default: all, in order.
+    #[arg(long = "tier", value_enum)]
+    pub tiers: Vec<Tier>,
+    /// Do not check for (or install) missing tools first.
+    #[arg(long)]
+    pub no_setup: bool,
+}
+
+enum Outcome {
+    Passed,
+    Failed,
+    Skipped(Tier),
+}
+
+/// Runs the selected tiers and prints the summary; the exit code is 1 if any tier did not pass.
+pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
+    if std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0") {
+        bail!("WBSCOPE_VMTEST is set, but the VM test tier is not implemented yet");
+    }
+    setup::ensure(pins, args.no_setup)?;
+
+    let selected: Vec<Tier> = Tier::ALL
+        .into_iter()
+        .filter(|t| args.tiers.is_empty() || args.tiers.contains(t))
+        .collect();
+    let total = selected.len();
+    let mut results: Vec<(Tier, Outcome, f64)> = Vec::new();
+    for (i, &tier) in selected.iter().enumerate() {
+        let banner = format!("tier {}/{total}: {}", i + 1, tier.name());
+        println!("==> {banner}");
+        let failed_dep = tier.depends_on().iter().copied().find(|dep| {
+            results
+                .iter()
+                .any(|(t, o, _)| t == dep && !matches!(o, Outcome::Passed))
+        });
+        let start = Instant::now();
+        let outcome = match failed_dep {
+            Some(dep) => {
+                println!("<== {banner} skipped: tier {} did not pass", dep.name());
+                Outcome::Skipped(dep)
+            }
+            None => match run_tier(pins, tier) {
+                Ok(()) => Outcome::Passed,
+                Err(e) => {
+                    println!("xtask: tier {} failed: {e:#}", tier.name());
+                    Outcome::Failed
+                }
+            },
+        };
+        let secs = start.elapsed().as_secs_f64();
+        if !matches!(outcome, Outcome::Skipped(_)) {
+            let word = if matches!(outcome, Outcome::Passed) {
+                "passed"
+            } else {
+                "FAILED"
+            };
+            println!("<== {banner} {word} in {secs:.1}s");
+        }
+        results.push((tier, outcome, secs));
+    }
+    Ok(summary(&results))
+}
+
+/// Prints the table and the closing `xtask: N passed, M failed` line (a skipped tier counts as
+/// failed: it did not pass, and the line must add up to the number of tiers).
+fn summary(results: &[(Tier, Outcome, f64)]) -> ExitCode {
+    println!();
+    println!("{:<8} {:<20} {:>9}", "tier", "result", "seconds");
+    for (tier, outcome, secs) in results {
+        let result = match outcome {
+            Outcome::Passed => "pass".to_owned(),
+            Outcome::Failed => "FAIL".to_owned(),
+            Outcome::Skipped(dep) => format!("SKIP ({} failed)", dep.name()),
+        };
+        println!("{:<8} {result:<20} {secs:>9.1}", tier.name());
+    }
+    let passed = results
+        .iter()
+        .filter(|(_, o, _)| matches!(o, Outcome::Passed))
+        .count();
+    let failed = results.len() - passed;
+    println!("xtask: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
+    let root = &pins.root;
+    match tier {
+        Tier::Lint => lint::run(pins),
+        // testkit's tests need root, so they run once, in the kernel tier; probe-ebpf only builds
+        // for the BPF target.
+        Tier::Unit => Cmd::workspace_cargo(root, None)
+            .args([
+                "test",
+                "--workspace",
+                "--exclude",
+                "probe-ebpf",
+                "--exclude",
+                "testkit",
+            ])
+            .run(),
+        Tier::Kernel => {
+            if !host::is_root() {
+                bail!(
+                    "the kernel tier loads eBPF programs and needs root: run `cargo xtask test` \
+                     as root (or `--tier lint --tier unit` to skip the privileged tiers)"
+                );
+            }
+            // One test thread: the tests share loop devices, tracepoints and BPF maps.
+            cmd::run_all([
+                Cmd::workspace_cargo(root, None).args([
+                    "test",
+                    "-p",
+                    "wbscope",
+                    "--test",
+                    "kernel",
+                    "--",
+                    "--ignored",
+                    "--test-threads=1",
+                ]),
+                Cmd::workspace_cargo(root, None).args([
+                    "test",
+                    "-p",
+                    "testkit",
+                    "--",
+                    "--test-threads=1",
+                ]),
+            ])
+        }
+        Tier::Smoke => {
+            run::build_release(pins)?;
+            Cmd::workspace_cargo(root, None)
+                .env("WBSCOPE_BIN", run::release_binary(pins))
+                .args(["test", "-p", "wbscope", "--test", "smoke", "--"])
+                .args(["--ignored", "--test-threads=1"])
+                .run()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_sort_in_run_order_and_lint_blocks_nothing() {
+        let mut tiers = vec![Tier::Smoke, Tier::Lint, Tier::Kernel, Tier::Unit];
+        tiers.sort();
+        assert_eq!(tiers, Tier::ALL);
+        assert!(
+            Tier::ALL
+                .iter()
+                .all(|t| !t.depends_on().contains(&Tier::Lint))
+        );
+    }
+}
