@@ -12,7 +12,7 @@ pub const DEFAULT_PORT: u16 = 19617;
 /// Errors reading or validating a configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}")]
     Read {
         path: String,
         source: std::io::Error,

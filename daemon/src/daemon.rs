@@ -31,11 +31,11 @@ pub enum DaemonError {
     Load(#[from] LoadError),
     #[error("no probe could be attached on this kernel; run `wbscope check` for the reasons")]
     NoProbes,
-    #[error("registering metrics: {0}")]
+    #[error("registering metrics")]
     Registry(#[from] prometheus::Error),
-    #[error("HTTP server failed: {0}")]
+    #[error("HTTP server failed")]
     Serve(#[source] std::io::Error),
-    #[error("HTTP server task failed: {0}")]
+    #[error("HTTP server task failed")]
     Join(#[from] tokio::task::JoinError),
 }
 

@@ -11,7 +11,7 @@ const CAP_BPF: u32 = 39;
 #[error(
     "insufficient privileges: missing {missing}. wbscope loads eBPF programs and attaches them to \
      tracepoints, which needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); run it as root or \
-     grant those capabilities (see deploy/ for the systemd unit)"
+     grant those capabilities"
 )]
 pub struct PrivilegeError {
     pub missing: String,

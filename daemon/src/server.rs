@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 
 /// Binding the listener failed.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr}: {source}")]
+#[error("cannot listen on {addr}")]
 pub struct BindError {
     pub addr: SocketAddr,
     pub source: std::io::Error,

@@ -18,13 +18,12 @@ const MAX_DEPTH: usize = 64;
 #[derive(Debug, thiserror::Error)]
 pub enum BtfError {
     /// The BTF file could not be read.
-    #[error("cannot read BTF from {path}: {source}")]
+    #[error("cannot read BTF from {path}: {cause}")]
     Io {
         /// File that failed to read.
         path: PathBuf,
         /// Underlying I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The blob is structurally invalid (bad magic, out-of-bounds section, truncated type...).
     #[error("malformed BTF: {reason}")]
@@ -174,9 +173,9 @@ fn section(bytes: &[u8], base: usize, off: u32, len: u32) -> Result<&[u8], BtfEr
 impl Btf {
     /// Reads and parses a BTF blob (normally /sys/kernel/btf/vmlinux).
     pub fn from_file(path: &Path) -> Result<Btf, BtfError> {
-        let bytes = std::fs::read(path).map_err(|source| BtfError::Io {
+        let bytes = std::fs::read(path).map_err(|cause| BtfError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         Btf::parse(&bytes)
     }

@@ -18,24 +18,22 @@ pub enum TracefsError {
     /// No tracefs was mounted and mounting one failed.
     #[error(
         "no tracefs found at {DEFAULT_ROOT}, {DEBUGFS_ROOT} or in {MOUNTINFO}, and mounting tracefs \
-         at {path} failed: {source} (mounting requires root or CAP_SYS_ADMIN; alternatively run \
+         at {path} failed: {cause} (mounting requires root or CAP_SYS_ADMIN; alternatively run \
          `mount -t tracefs nodev {path}` beforehand)"
     )]
     Mount {
         /// Mount point that was tried.
         path: PathBuf,
         /// Error from mount(2) or from checking the mounted filesystem.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A tracefs file could not be read.
-    #[error("cannot read {path}: {source} (tracefs files usually require root)")]
+    #[error("cannot read {path}: {cause} (tracefs files usually require root)")]
     Io {
         /// File that failed to read.
         path: PathBuf,
         /// Underlying I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A system or event name that would escape the events directory.
     #[error("invalid tracepoint name `{system}/{event}`")]
@@ -91,9 +89,9 @@ impl Tracefs {
             return Ok(Tracefs { root });
         }
         let root = PathBuf::from(DEFAULT_ROOT);
-        mount_tracefs(&root).map_err(|source| TracefsError::Mount {
+        mount_tracefs(&root).map_err(|cause| TracefsError::Mount {
             path: root.clone(),
-            source,
+            cause,
         })?;
         Ok(Tracefs { root })
     }
@@ -116,9 +114,9 @@ impl Tracefs {
     /// Reads and parses events/<system>/<event>/format.
     pub fn event_format(&self, system: &str, event: &str) -> Result<EventFormat, TracefsError> {
         let path = self.format_path(system, event)?;
-        let text = std::fs::read_to_string(&path).map_err(|source| TracefsError::Io {
+        let text = std::fs::read_to_string(&path).map_err(|cause| TracefsError::Io {
             path: path.clone(),
-            source,
+            cause,
         })?;
         parse_format(&text).map_err(|(line, reason)| TracefsError::InvalidFormat {
             path,

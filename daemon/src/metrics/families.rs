@@ -114,11 +114,11 @@ mod tests {
         let p = log2_to_histogram(&h);
         let buckets = p.get_bucket();
         assert_eq!(buckets.len(), MAX_SLOT - MIN_SLOT + 1);
-        assert_eq!(buckets[0].get_upper_bound(), 1.024e-6);
-        assert_eq!(buckets[0].get_cumulative_count(), 1);
-        assert_eq!(buckets[1].get_cumulative_count(), 1);
-        assert_eq!(buckets[2].get_cumulative_count(), 3);
-        assert_eq!(buckets.last().map(|b| b.get_cumulative_count()), Some(3));
+        assert_eq!(buckets[0].upper_bound(), 1.024e-6);
+        assert_eq!(buckets[0].cumulative_count(), 1);
+        assert_eq!(buckets[1].cumulative_count(), 1);
+        assert_eq!(buckets[2].cumulative_count(), 3);
+        assert_eq!(buckets.last().map(|b| b.cumulative_count()), Some(3));
         assert_eq!(p.get_sample_count(), 4);
         assert_eq!(h.buckets[OVERFLOW_SLOT], 1);
         let expected_sum = (500.0 + 6_000.0 + (1u64 << 40) as f64) / 1e9;

@@ -12,7 +12,7 @@ use crate::kernel::{layout::KernelLayout, tracefs::Tracefs};
 /// Why the eBPF object as a whole could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("loading the eBPF object (maps and globals) failed: {0}")]
+    #[error("loading the eBPF object (maps and globals) failed")]
     Object(#[from] aya::EbpfError),
 }
 

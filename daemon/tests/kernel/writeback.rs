@@ -1,12 +1,54 @@
 //! Flusher writeback work by device, sync mode and reason.
 
-use std::{os::fd::AsFd, time::Duration};
+use std::{
+    io::{Seek as _, SeekFrom, Write as _},
+    os::fd::AsFd,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
 
 use testkit::{FsKind, LoopFs, workload};
 
 use crate::harness::{TestDaemon, wbscope_lines};
 
 const MIB: u64 = 1 << 20;
+
+/// Keeps rewriting the first 8 MiB of a file, 1 MiB at a time, until stopped.
+struct BackgroundWriter {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl BackgroundWriter {
+    fn start(path: PathBuf) -> BackgroundWriter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut file = workload::open_for_write(&path).expect("open busy file");
+            let chunk = vec![0x5a_u8; MIB as usize];
+            let mut written = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                if written.is_multiple_of(8 * MIB) {
+                    file.seek(SeekFrom::Start(0)).expect("seek");
+                }
+                file.write_all(&chunk).expect("write");
+                written += MIB;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        BackgroundWriter { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("background writer");
+    }
+}
 
 /// Sectors written to a block device so far, from /sys/block/<dev>/stat (field 7, 512-byte units).
 fn sectors_written(device: &str) -> u64 {
@@ -20,12 +62,13 @@ fn sectors_written(device: &str) -> u64 {
 /// `sync` after dirtying 64 MiB: WB_SYNC_ALL work with reason `sync` for the device, and at least
 /// 64 MiB written back by flusher work for it (all modes and reasons together).
 ///
-/// The filesystem is mounted `lazytime`. sync(2) first wakes the flushers for a WB_SYNC_NONE
-/// pass over everything, then queues WB_SYNC_ALL work per superblock, but
-/// `bdi_split_work_to_wbs` skips a writeback context that has no dirty inodes left and an empty
-/// `b_dirty_time` list: on a fast loop device the first pass has usually cleaned it, so whether
-/// WB_SYNC_ALL work appears would be a race (seen with bpftrace on writeback_queue). With
-/// lazytime the written files keep dirty timestamps, so the WB_SYNC_ALL work is always queued.
+/// sync(2) first wakes the flushers for a WB_SYNC_NONE pass over everything, then queues
+/// WB_SYNC_ALL work per superblock; but `bdi_split_work_to_wbs` skips a writeback context with no
+/// dirty inodes and an empty `b_dirty_time` list. On a fast loop device the first pass has often
+/// cleaned it already, so whether WB_SYNC_ALL work appears would be a race (seen with bpftrace on
+/// writeback_queue). Two things make it deterministic, as on a busy database host: the filesystem
+/// is mounted `lazytime` (written files keep dirty timestamps), and another writer keeps dirtying
+/// the device while sync runs.
 #[test]
 #[ignore = "needs root and BPF: run with cargo xtask test"]
 fn sync_runs_sync_all_work_and_writes_back_the_dirty_data() {
@@ -42,7 +85,9 @@ fn sync_runs_sync_all_work_and_writes_back_the_dirty_data() {
     let before = daemon.scrape();
 
     workload::write_file(&fs.mountpoint().join("dirty"), 64 * MIB, 1 << 20).expect("dirty 64 MiB");
+    let writer = BackgroundWriter::start(fs.mountpoint().join("busy"));
     workload::sync_all();
+    writer.stop();
 
     let works = "wbscope_writeback_work_total";
     let written = "wbscope_writeback_written_bytes_total";
