@@ -38,8 +38,8 @@ pub fn sys_enter_fsync(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
-pub fn sys_exit_fsync(_ctx: TracePointContext) -> u32 {
-    exit(SyncSyscall::Fsync);
+pub fn sys_exit_fsync(ctx: TracePointContext) -> u32 {
+    exit(&ctx, SyncSyscall::Fsync);
     0
 }
 
@@ -50,8 +50,8 @@ pub fn sys_enter_fdatasync(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
-pub fn sys_exit_fdatasync(_ctx: TracePointContext) -> u32 {
-    exit(SyncSyscall::Fdatasync);
+pub fn sys_exit_fdatasync(ctx: TracePointContext) -> u32 {
+    exit(&ctx, SyncSyscall::Fdatasync);
     0
 }
 
@@ -79,7 +79,7 @@ fn enter(ctx: &TracePointContext, syscall: SyncSyscall, fd_offset: u32) {
 }
 
 #[inline(always)]
-fn exit(syscall: SyncSyscall) {
+fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
     let tid = bpf_get_current_pid_tgid() as u32;
     // SAFETY: the value is copied out immediately; the entry is removed right after.
     let Some(start) = (unsafe { SYNC_INFLIGHT.get(&tid) }).copied() else {
@@ -92,6 +92,17 @@ fn exit(syscall: SyncSyscall) {
     }
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
+    // Kernel-side logging costs microseconds per event: only in `debug` builds.
+    #[cfg(feature = "debug")]
+    aya_log_ebpf::debug!(
+        ctx,
+        "sync call {} on dev {:x} took {} ns",
+        start.syscall,
+        start.dev,
+        ns
+    );
+    #[cfg(not(feature = "debug"))]
+    let _ = ctx;
     let key = SyncKey {
         syscall: start.syscall,
         dev: start.dev,
