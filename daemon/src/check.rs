@@ -4,13 +4,13 @@
 use std::fmt::Write as _;
 
 use crate::{
-    daemon::{DaemonError, VMLINUX_BTF, resolve_kernel},
-    kernel,
+    daemon::{DaemonError, load_families},
+    kernel::VMLINUX_BTF,
     privileges::require_bpf_privileges,
-    probes::{self, AttachStatus, ProbeReport, loader::load_and_attach},
+    probes::{AttachStatus, ProbeReport},
 };
 
-/// The result of a check: the report text and whether at least one probe attached.
+/// The result of a check: the report text and how many probes attached.
 pub struct CheckOutcome {
     pub text: String,
     pub attached: usize,
@@ -18,32 +18,30 @@ pub struct CheckOutcome {
 }
 
 /// Runs the check (needs the same privileges as the daemon).
-pub fn run_check(verbose: bool) -> Result<CheckOutcome, DaemonError> {
+pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, DaemonError> {
     require_bpf_privileges()?;
-    let (tracefs, layout) = resolve_kernel()?;
-    let loaded = load_and_attach(probes::OBJECT, &layout, &tracefs, 0, &[])?;
+    let (kernel, families, loaded) = load_families(0, disabled)?;
     let mut text = String::new();
     let _ = writeln!(
         text,
         "wbscope {} on kernel {}",
         env!("CARGO_PKG_VERSION"),
-        kernel::release()
+        kernel.release
     );
-    let _ = writeln!(text, "tracefs: {}", tracefs.root().display());
+    let _ = writeln!(text, "tracefs: {}", kernel.tracefs.root().display());
     let _ = writeln!(
         text,
         "btf: {}",
-        match &layout.fd_dev {
+        match &loaded.fd_dev {
             Ok(_) => format!("{VMLINUX_BTF} (fd → device resolution in the kernel: yes)"),
             Err(why) => format!("fd → device resolution unavailable: {why}"),
         }
     );
-    let reasons: Vec<&str> = layout.wb_reasons.values().map(String::as_str).collect();
-    let _ = writeln!(
-        text,
-        "wb_reason names (from the kernel): {}",
-        reasons.join(", ")
-    );
+    for family in &families {
+        for line in family.describe() {
+            let _ = writeln!(text, "{line}");
+        }
+    }
     let _ = writeln!(text);
     text.push_str(&format_reports(&loaded.reports, verbose));
     let attached = loaded.attached();
@@ -68,7 +66,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
         .max(5);
     let hook_width = reports
         .iter()
-        .map(|r| r.spec.hook().len())
+        .map(|r| r.spec.hook_name().len())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -79,22 +77,24 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
             AttachStatus::Disabled => "disabled by config".to_owned(),
             AttachStatus::Skipped(why) => format!("skipped: {why}"),
             AttachStatus::Failed(why) if verbose => format!("FAILED: {why}"),
-            AttachStatus::Failed(why) => format!(
-                "FAILED: {} (--verbose shows the verifier log)",
-                first_line(why)
-            ),
+            AttachStatus::Failed(why) => {
+                format!(
+                    "FAILED: {} (--verbose shows the kernel's whole answer)",
+                    first_line(why)
+                )
+            }
         };
         let _ = writeln!(
             out,
             "{:<width$}  {:<hook_width$}  {status}",
             r.spec.program,
-            r.spec.hook()
+            r.spec.hook_name()
         );
     }
     out
 }
 
-/// Verifier logs can be hundreds of lines; the table shows the first (the log has the rest).
+/// Verifier logs can be hundreds of lines; the table shows the first.
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }

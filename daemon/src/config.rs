@@ -75,8 +75,16 @@ struct RawConfig {
     log_level: Option<LogLevel>,
     /// Ignore sync calls made by the daemon itself (default `true`).
     ignore_own_io: Option<bool>,
-    /// Probe names (as listed by `wbscope check`) not to attach. Default: none.
-    disabled_probes: Option<Vec<String>>,
+    /// Probe selection.
+    probes: Option<RawProbes>,
+}
+
+/// The `[probes]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProbes {
+    /// Probe names or family names (as listed by `wbscope check`) not to attach. Default: none.
+    disable: Option<Vec<String>>,
 }
 
 /// A validated configuration.
@@ -85,6 +93,7 @@ pub struct Config {
     pub listen: SocketAddr,
     pub log_level: LogLevel,
     pub ignore_own_io: bool,
+    /// `probes.disable`: probe or family names not to attach.
     pub disabled_probes: Vec<String>,
 }
 
@@ -129,7 +138,7 @@ impl Config {
             },
             log_level: raw.log_level.unwrap_or(defaults.log_level),
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
-            disabled_probes: raw.disabled_probes.unwrap_or_default(),
+            disabled_probes: raw.probes.and_then(|p| p.disable).unwrap_or_default(),
         })
     }
 }
@@ -157,7 +166,7 @@ mod tests {
     #[test]
     fn every_key_is_read() {
         let c = Config::from_toml(
-            "listen = \"127.0.0.1:1234\"\nlog_level = \"debug\"\nignore_own_io = false\ndisabled_probes = [\"writeback_queue\"]\n",
+            "listen = \"127.0.0.1:1234\"\nlog_level = \"debug\"\nignore_own_io = false\n[probes]\ndisable = [\"writeback_queue\"]\n",
         )
         .unwrap();
         assert_eq!(c.listen, "127.0.0.1:1234".parse().unwrap());
@@ -170,6 +179,12 @@ mod tests {
     fn unknown_key_is_rejected_by_name() {
         let err = Config::from_toml("listen_addr = \"1.2.3.4:5\"").unwrap_err();
         assert!(err.to_string().contains("listen_addr"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_in_a_table_is_rejected_by_name() {
+        let err = Config::from_toml("[probes]\ndisabled = []").unwrap_err();
+        assert!(err.to_string().contains("disabled"), "{err}");
     }
 
     #[test]

@@ -1,22 +1,20 @@
 //! The daemon's life: start (check privileges, bind, resolve the kernel layout, load and attach,
 //! serve) and stop (stop serving, detach everything).
 
-use std::{future::Future, net::SocketAddr, path::Path, sync::Arc};
+use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use prometheus::Registry;
 use tokio::{sync::oneshot, task::JoinHandle};
 
 use crate::{
     config::Config,
-    kernel::{self, btf::Btf, layout::KernelLayout, tracefs::Tracefs},
-    metrics::{AyaMaps, CollectorContext, WbscopeCollector},
+    families::{self, CollectorContext},
+    kernel::{self, KernelInfo},
+    metrics::{MapErrors, SelfCollector},
     privileges::{PrivilegeError, require_bpf_privileges},
-    probes::{self, AttachStatus, LoadError, ProbeReport, loader::load_and_attach},
+    probes::{self, AttachStatus, LoadError, LoadedProbes, ProbeReport, loader::load_and_attach},
     server::{self, BindError},
 };
-
-/// Where the kernel's own type information lives.
-pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// Why the daemon could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -49,17 +47,19 @@ pub struct Daemon {
     ebpf: aya::Ebpf,
 }
 
-/// Resolves the kernel layout: tracefs (mounted if needed) and BTF.
-pub fn resolve_kernel() -> Result<(Tracefs, KernelLayout), DaemonError> {
-    let tracefs = Tracefs::locate_or_mount()?;
-    let btf = Btf::from_file(Path::new(VMLINUX_BTF));
-    let btf_err = btf.as_ref().err().map(|e| e.to_string());
-    let layout = KernelLayout::resolve(
-        &tracefs,
-        btf.as_ref()
-            .map_err(|_| btf_err.as_deref().unwrap_or("unreadable")),
-    );
-    Ok((tracefs, layout))
+/// Resolves every family against the running kernel, loads the object and attaches the probes.
+/// Shared by the daemon and `wbscope check`.
+pub fn load_families(
+    ignore_tgid: u32,
+    disabled: &[String],
+) -> Result<(KernelInfo, Vec<Box<dyn families::Family>>, LoadedProbes), DaemonError> {
+    let kernel = KernelInfo::discover()?;
+    let mut families = families::all();
+    for family in &mut families {
+        family.resolve(&kernel);
+    }
+    let loaded = load_and_attach(probes::OBJECT, &families, &kernel, ignore_tgid, disabled)?;
+    Ok((kernel, families, loaded))
 }
 
 impl Daemon {
@@ -69,19 +69,12 @@ impl Daemon {
         // Bind before loading probes: a port in use is reported without touching the kernel.
         let listener = server::bind(config.listen).await?;
         let addr = listener.local_addr().map_err(DaemonError::Serve)?;
-        let (tracefs, layout) = resolve_kernel()?;
         let ignore_tgid = if config.ignore_own_io {
             std::process::id()
         } else {
             0
         };
-        let mut loaded = load_and_attach(
-            probes::OBJECT,
-            &layout,
-            &tracefs,
-            ignore_tgid,
-            &config.disabled_probes,
-        )?;
+        let (kernel, families, mut loaded) = load_families(ignore_tgid, &config.disabled_probes)?;
         log_reports(&loaded.reports);
         if loaded.attached() == 0 {
             return Err(DaemonError::NoProbes);
@@ -89,16 +82,19 @@ impl Daemon {
         bridge_kernel_logs(&mut loaded.ebpf);
 
         let registry = Registry::new();
-        let maps = Arc::new(AyaMaps::take_from(&mut loaded.ebpf));
-        registry.register(Box::new(WbscopeCollector::new(
-            maps,
-            CollectorContext {
-                wb_reasons: layout.wb_reasons.clone(),
-                page_size: kernel::page_size(),
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                kernel: kernel::release(),
-                probes: loaded.reports.clone(),
-            },
+        let ctx = CollectorContext {
+            page_size: kernel::page_size(),
+            map_errors: MapErrors::default(),
+        };
+        for family in &families {
+            for collector in family.collectors(&mut loaded.ebpf, &ctx) {
+                registry.register(collector)?;
+            }
+        }
+        registry.register(Box::new(SelfCollector::new(
+            kernel.release.clone(),
+            loaded.reports.clone(),
+            ctx.map_errors.clone(),
         )))?;
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -152,13 +148,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
 
 fn log_reports(reports: &[ProbeReport]) {
     for r in reports {
+        let program = r.spec.program;
         match &r.status {
-            AttachStatus::Attached => tracing::debug!("probe {} attached", r.spec.program),
-            AttachStatus::Disabled => tracing::info!("probe {} disabled by config", r.spec.program),
-            AttachStatus::Skipped(why) => {
-                tracing::warn!("probe {} skipped: {why}", r.spec.program)
-            }
-            AttachStatus::Failed(why) => tracing::warn!("probe {} failed: {why}", r.spec.program),
+            AttachStatus::Attached => tracing::debug!("probe {program} attached"),
+            AttachStatus::Disabled => tracing::info!("probe {program} disabled by config"),
+            AttachStatus::Skipped(why) => tracing::warn!("probe {program} skipped: {why}"),
+            AttachStatus::Failed(why) => tracing::warn!("probe {program} failed: {why}"),
         }
     }
 }

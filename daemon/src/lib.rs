@@ -8,6 +8,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod families;
 pub mod kernel;
 pub mod logging;
 pub mod metrics;

@@ -57,7 +57,7 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 fn check(args: &RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
     wbscope::logging::init(config.log_level);
-    let outcome = wbscope::check::run_check(verbose)?;
+    let outcome = wbscope::check::run_check(verbose, &config.disabled_probes)?;
     print!("{}", outcome.text);
     Ok(if outcome.attached > 0 {
         ExitCode::SUCCESS

@@ -1,10 +1,15 @@
 //! What wbscope learns from the running kernel at start-up: tracefs event formats, BTF layouts,
 //! device names. Nothing about the kernel's layout is hard-coded.
 
+use std::path::Path;
+
 pub mod btf;
 pub mod devices;
 pub mod layout;
 pub mod tracefs;
+
+/// Where the kernel's own type information lives.
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// The running kernel's release string (`uname -r`).
 pub fn release() -> String {
@@ -18,4 +23,36 @@ pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions and only reads a system constant.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if size > 0 { size as u64 } else { 4096 }
+}
+
+/// Everything families resolve their layouts from.
+pub struct KernelInfo {
+    pub tracefs: tracefs::Tracefs,
+    /// Kernel BTF, or why it is unavailable.
+    pub btf: Result<btf::Btf, String>,
+    pub release: String,
+}
+
+impl KernelInfo {
+    /// Finds (or mounts) tracefs and reads kernel BTF.
+    pub fn discover() -> Result<KernelInfo, tracefs::TracefsError> {
+        let tracefs = tracefs::Tracefs::locate_or_mount()?;
+        let btf = btf::Btf::from_file(Path::new(VMLINUX_BTF)).map_err(|e| e.to_string());
+        Ok(KernelInfo {
+            tracefs,
+            btf,
+            release: release(),
+        })
+    }
+
+    /// The format of `category/event`, with errors as text (for probe gaps).
+    pub fn event_format(
+        &self,
+        category: &str,
+        event: &str,
+    ) -> Result<tracefs::EventFormat, String> {
+        self.tracefs
+            .event_format(category, event)
+            .map_err(|e| e.to_string())
+    }
 }

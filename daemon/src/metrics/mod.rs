@@ -1,9 +1,90 @@
-//! Prometheus exposition: maps are read only when Prometheus scrapes, through a `Collector` that
-//! turns in-kernel log2 histograms into real Prometheus histograms.
+//! Prometheus exposition helpers: maps are read only when Prometheus scrapes, through
+//! `Collector`s (one per family, see `crate::families`) that turn in-kernel log2 histograms into
+//! real Prometheus histograms.
 
-pub mod collector;
-pub mod families;
-pub mod source;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
 
-pub use collector::{CollectorContext, WbscopeCollector};
-pub use source::{AyaMaps, MapReadError, MapSource};
+use aya::{
+    Pod,
+    maps::{MapData, PerCpuHashMap},
+};
+use prometheus::core::Desc;
+
+pub mod proto;
+pub mod self_metrics;
+
+pub use self_metrics::SelfCollector;
+
+/// Failed map reads by map name, shared by every collector and exported as
+/// `wbscope_map_read_errors_total`.
+#[derive(Clone, Default)]
+pub struct MapErrors(Arc<Mutex<BTreeMap<&'static str, u64>>>);
+
+impl MapErrors {
+    /// Registers a map so its counter is exported (at 0) before any error.
+    pub fn register(&self, map: &'static str) {
+        if let Ok(mut counts) = self.0.lock() {
+            counts.entry(map).or_insert(0);
+        }
+    }
+
+    /// Counts one failed read of `map`.
+    pub fn count(&self, map: &'static str) {
+        if let Ok(mut counts) = self.0.lock() {
+            *counts.entry(map).or_insert(0) += 1;
+        }
+    }
+
+    /// Current counts.
+    pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+        self.0.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+/// Descs for a collector's families (name, help) pairs.
+pub fn describe(families: &[(&str, &str)]) -> Vec<Desc> {
+    families
+        .iter()
+        .filter_map(|(name, help)| {
+            Desc::new((*name).into(), (*help).into(), vec![], Default::default()).ok()
+        })
+        .collect()
+}
+
+/// Reads every entry of a per-CPU hash map, summing the CPUs' values with `merge`. A missing map
+/// or a failed read is counted in `errors` and logged; the caller then emits nothing for it.
+pub fn read_per_cpu_hash<K: Pod, V: Pod>(
+    name: &'static str,
+    map: Option<&PerCpuHashMap<MapData, K, V>>,
+    errors: &MapErrors,
+    merge: impl Fn(&mut V, &V),
+    zero: V,
+) -> Option<Vec<(K, V)>> {
+    errors.register(name);
+    let Some(map) = map else {
+        errors.count(name);
+        tracing::warn!("map {name} is missing from the eBPF object");
+        return None;
+    };
+    let mut out = Vec::new();
+    for entry in map.iter() {
+        match entry {
+            Ok((key, values)) => {
+                let mut total = zero;
+                for v in values.iter() {
+                    merge(&mut total, v);
+                }
+                out.push((key, total));
+            }
+            Err(err) => {
+                errors.count(name);
+                tracing::warn!("reading map {name}: {err}");
+                return None;
+            }
+        }
+    }
+    Some(out)
+}

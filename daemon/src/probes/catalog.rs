@@ -1,117 +1,54 @@
-//! Every probe the build knows: program name in the eBPF object and the hook it attaches to.
+//! What a probe is: an eBPF program in the object and the hook it attaches to. Each family
+//! (`crate::families`) lists its own probes.
 
-/// Which kernel layout facts a probe needs (see `kernel::layout::KernelLayout`).
+/// The kernel hook a program attaches to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// `writeback_work_class` record offsets.
-    WritebackWork,
-    /// `writeback_pages_written`: needs no record fields, only the event.
-    WritebackPassEnd,
-    /// `sys_enter_fsync` `fd` offset (and BTF for fd → device).
-    FsyncEnter,
-    FdatasyncEnter,
-    /// Syscall exits read no record fields.
-    SyscallExit,
+pub enum Hook {
+    /// A classic tracepoint (`/sys/kernel/tracing/events/<category>/<event>`); record fields are
+    /// read at offsets from the event's format file.
+    Tracepoint {
+        category: &'static str,
+        event: &'static str,
+    },
+    /// A BTF-typed tracepoint (`tp_btf/<event>`): typed arguments, no record copy; needs kernel
+    /// BTF and the `btf_trace_<event>` typedef.
+    BtfTracepoint { event: &'static str },
 }
 
-/// One eBPF program and the classic tracepoint it attaches to.
-#[derive(Clone, Copy, Debug)]
+/// One eBPF program and its hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeSpec {
     /// Program (function) name in the eBPF object; also the `probe` label value.
     pub program: &'static str,
-    pub category: &'static str,
-    pub event: &'static str,
-    pub family: Family,
+    pub hook: Hook,
 }
-
-const fn tp(
-    program: &'static str,
-    category: &'static str,
-    event: &'static str,
-    family: Family,
-) -> ProbeSpec {
-    ProbeSpec {
-        program,
-        category,
-        event,
-        family,
-    }
-}
-
-/// All probes, in the order they are attached and reported.
-pub const CATALOG: &[ProbeSpec] = &[
-    tp(
-        "writeback_queue",
-        "writeback",
-        "writeback_queue",
-        Family::WritebackWork,
-    ),
-    tp(
-        "writeback_exec",
-        "writeback",
-        "writeback_exec",
-        Family::WritebackWork,
-    ),
-    tp(
-        "writeback_start",
-        "writeback",
-        "writeback_start",
-        Family::WritebackWork,
-    ),
-    tp(
-        "writeback_written",
-        "writeback",
-        "writeback_written",
-        Family::WritebackWork,
-    ),
-    tp(
-        "writeback_pages_written",
-        "writeback",
-        "writeback_pages_written",
-        Family::WritebackPassEnd,
-    ),
-    tp(
-        "sys_enter_fsync",
-        "syscalls",
-        "sys_enter_fsync",
-        Family::FsyncEnter,
-    ),
-    tp(
-        "sys_exit_fsync",
-        "syscalls",
-        "sys_exit_fsync",
-        Family::SyscallExit,
-    ),
-    tp(
-        "sys_enter_fdatasync",
-        "syscalls",
-        "sys_enter_fdatasync",
-        Family::FdatasyncEnter,
-    ),
-    tp(
-        "sys_exit_fdatasync",
-        "syscalls",
-        "sys_exit_fdatasync",
-        Family::SyscallExit,
-    ),
-];
 
 impl ProbeSpec {
-    /// `category/event`, as printed by `wbscope check`.
-    pub fn hook(&self) -> String {
-        format!("tracepoint {}/{}", self.category, self.event)
+    /// A probe on a classic tracepoint.
+    pub const fn tracepoint(
+        program: &'static str,
+        category: &'static str,
+        event: &'static str,
+    ) -> ProbeSpec {
+        ProbeSpec {
+            program,
+            hook: Hook::Tracepoint { category, event },
+        }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// A probe on a BTF-typed tracepoint.
+    pub const fn btf_tracepoint(program: &'static str, event: &'static str) -> ProbeSpec {
+        ProbeSpec {
+            program,
+            hook: Hook::BtfTracepoint { event },
+        }
+    }
 
-    #[test]
-    fn program_names_are_unique() {
-        let mut names: Vec<_> = CATALOG.iter().map(|p| p.program).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), CATALOG.len());
+    /// The hook as `wbscope check` prints it.
+    pub fn hook_name(&self) -> String {
+        match self.hook {
+            Hook::Tracepoint { category, event } => format!("tracepoint {category}/{event}"),
+            Hook::BtfTracepoint { event } => format!("tp_btf {event}"),
+        }
     }
 }

@@ -1,13 +1,19 @@
-//! Loading the eBPF object with the resolved layout globals and attaching each probe.
+//! Loading the eBPF object with every family's load-time globals and attaching each probe.
 //!
 //! Each probe is attached on its own: one that cannot work on this kernel is skipped (missing
-//! event or layout) or reported as failed (verifier or attach error), never fatal for the others.
+//! hook or layout) or reported as failed (verifier or attach error), never fatal for the others.
 
-use aya::{Ebpf, EbpfLoader, programs::TracePoint};
-use probe_common::layout::globals;
+use aya::{
+    Btf as AyaBtf, Ebpf, EbpfLoader,
+    programs::{BtfTracePoint, TracePoint},
+};
+use probe_common::layout::{FdDevLayout, globals};
 
-use super::catalog::{CATALOG, Family, ProbeSpec};
-use crate::kernel::{layout::KernelLayout, tracefs::Tracefs};
+use super::catalog::{Hook, ProbeSpec};
+use crate::{
+    families::Family,
+    kernel::{KernelInfo, layout::fd_dev_layout},
+};
 
 /// Why the eBPF object as a whole could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +26,9 @@ pub enum LoadError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttachStatus {
     Attached,
-    /// Turned off by the `disabled_probes` configuration key.
+    /// Turned off by the `probes.disable` configuration key.
     Disabled,
-    /// Cannot work on this kernel (missing tracepoint or layout); the text says why.
+    /// Cannot work on this kernel (missing hook or layout); the text says why.
     Skipped(String),
     /// The kernel refused it (verifier, attach); the text is the kernel's answer.
     Failed(String),
@@ -34,9 +40,10 @@ impl AttachStatus {
     }
 }
 
-/// A probe and its status.
+/// A probe, the family it belongs to, and its status.
 #[derive(Clone, Debug)]
 pub struct ProbeReport {
+    pub family: &'static str,
     pub spec: ProbeSpec,
     pub status: AttachStatus,
 }
@@ -45,6 +52,8 @@ pub struct ProbeReport {
 pub struct LoadedProbes {
     pub ebpf: Ebpf,
     pub reports: Vec<ProbeReport>,
+    /// The fd → device layout shared by the sync-call probes, or why it is unavailable.
+    pub fd_dev: Result<FdDevLayout, String>,
 }
 
 impl LoadedProbes {
@@ -57,85 +66,117 @@ impl LoadedProbes {
     }
 }
 
-/// Loads the object with `layout` as globals and attaches every enabled probe.
+/// Loads the object with every family's globals and attaches every enabled probe.
 pub fn load_and_attach(
     object: &[u8],
-    layout: &KernelLayout,
-    tracefs: &Tracefs,
+    families: &[Box<dyn Family>],
+    kernel: &KernelInfo,
     ignore_tgid: u32,
     disabled: &[String],
 ) -> Result<LoadedProbes, LoadError> {
+    let fd_dev = kernel
+        .btf
+        .as_ref()
+        .map_err(|why| format!("no kernel BTF: {why}"))
+        .and_then(fd_dev_layout);
     let mut loader = EbpfLoader::new();
-    if let Ok(f) = &layout.wb_work {
-        loader.override_global(globals::WB_WORK_FMT, f, true);
-    }
-    if let Ok(f) = &layout.fsync_enter {
-        loader.override_global(globals::FSYNC_ENTER_FMT, f, true);
-    }
-    if let Ok(f) = &layout.fdatasync_enter {
-        loader.override_global(globals::FDATASYNC_ENTER_FMT, f, true);
-    }
-    if let Ok(l) = &layout.fd_dev {
-        loader.override_global(globals::FD_DEV_LAYOUT, l, true);
+    if let Ok(layout) = &fd_dev {
+        loader.override_global(globals::FD_DEV_LAYOUT, layout, true);
     }
     loader.override_global(globals::IGNORE_TGID, &ignore_tgid, true);
+    for family in families {
+        family.set_globals(&mut loader);
+    }
     let mut ebpf = loader.load(object)?;
 
-    let reports = CATALOG
+    // aya needs its own parse of kernel BTF to resolve tp_btf attach targets.
+    let needs_btf = families
         .iter()
-        .map(|spec| ProbeReport {
-            spec: *spec,
-            status: attach_one(&mut ebpf, spec, layout, tracefs, disabled),
-        })
-        .collect();
-    Ok(LoadedProbes { ebpf, reports })
+        .flat_map(|f| f.probes())
+        .any(|p| matches!(p.hook, Hook::BtfTracepoint { .. }));
+    let aya_btf = if needs_btf {
+        AyaBtf::from_sys_fs().map_err(|e| e.to_string())
+    } else {
+        Err(String::new())
+    };
+
+    let mut reports = Vec::new();
+    for family in families {
+        for spec in family.probes() {
+            let status = attach_one(&mut ebpf, spec, family.as_ref(), kernel, &aya_btf, disabled);
+            reports.push(ProbeReport {
+                family: family.name(),
+                spec: *spec,
+                status,
+            });
+        }
+    }
+    Ok(LoadedProbes {
+        ebpf,
+        reports,
+        fd_dev,
+    })
 }
 
-/// Why `spec` cannot work with this layout, if it cannot.
-fn layout_gap(spec: &ProbeSpec, layout: &KernelLayout) -> Option<String> {
-    let gap = match spec.family {
-        Family::WritebackWork => layout.wb_work.as_ref().err(),
-        Family::FsyncEnter => layout.fsync_enter.as_ref().err(),
-        Family::FdatasyncEnter => layout.fdatasync_enter.as_ref().err(),
-        Family::WritebackPassEnd | Family::SyscallExit => None,
-    };
-    gap.cloned()
+/// Why the hook itself is missing on this kernel, if it is.
+fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
+    match spec.hook {
+        Hook::Tracepoint { category, event } => (!kernel.tracefs.event_exists(category, event))
+            .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
+        Hook::BtfTracepoint { event } => match &kernel.btf {
+            Err(why) => Some(format!("tp_btf needs kernel BTF: {why}")),
+            Ok(btf) => (!btf.has_type(&format!("btf_trace_{event}")))
+                .then(|| format!("tp_btf {event} does not exist on this kernel")),
+        },
+    }
 }
 
 fn attach_one(
     ebpf: &mut Ebpf,
     spec: &ProbeSpec,
-    layout: &KernelLayout,
-    tracefs: &Tracefs,
+    family: &dyn Family,
+    kernel: &KernelInfo,
+    aya_btf: &Result<AyaBtf, String>,
     disabled: &[String],
 ) -> AttachStatus {
-    if disabled.iter().any(|d| d == spec.program) {
+    if disabled
+        .iter()
+        .any(|d| d == spec.program || d == family.name())
+    {
         return AttachStatus::Disabled;
     }
-    if !tracefs.event_exists(spec.category, spec.event) {
-        return AttachStatus::Skipped(format!(
-            "tracepoint {}/{} does not exist on this kernel",
-            spec.category, spec.event
-        ));
-    }
-    if let Some(why) = layout_gap(spec, layout) {
+    if let Some(why) = hook_gap(spec, kernel).or_else(|| family.gap(spec)) {
         return AttachStatus::Skipped(why);
     }
-    match try_attach(ebpf, spec) {
+    match try_attach(ebpf, spec, aya_btf) {
         Ok(()) => AttachStatus::Attached,
         Err(why) => AttachStatus::Failed(why),
     }
 }
 
-fn try_attach(ebpf: &mut Ebpf, spec: &ProbeSpec) -> Result<(), String> {
+fn try_attach(
+    ebpf: &mut Ebpf,
+    spec: &ProbeSpec,
+    aya_btf: &Result<AyaBtf, String>,
+) -> Result<(), String> {
     let program = ebpf
         .program_mut(spec.program)
         .ok_or_else(|| format!("program {} is missing from the eBPF object", spec.program))?;
-    let tracepoint: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
-    tracepoint.load().map_err(|e| error_chain(&e))?;
-    tracepoint
-        .attach(spec.category, spec.event)
-        .map_err(|e| error_chain(&e))?;
+    match spec.hook {
+        Hook::Tracepoint { category, event } => {
+            let tp: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            tp.load().map_err(|e| error_chain(&e))?;
+            tp.attach(category, event).map_err(|e| error_chain(&e))?;
+        }
+        Hook::BtfTracepoint { event } => {
+            let btf = aya_btf
+                .as_ref()
+                .map_err(|why| format!("kernel BTF for aya: {why}"))?;
+            let tp: &mut BtfTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            tp.load(event, btf).map_err(|e| error_chain(&e))?;
+            tp.attach().map_err(|e| error_chain(&e))?;
+        }
+    }
     Ok(())
 }
 

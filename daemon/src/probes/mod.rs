@@ -1,9 +1,9 @@
-//! The probes this build knows, and loading/attaching them against the running kernel.
+//! Probes: what they are (`catalog`), and loading/attaching them against the running kernel.
 
 pub mod catalog;
 pub mod loader;
 
-pub use catalog::{CATALOG, Family, ProbeSpec};
+pub use catalog::{Hook, ProbeSpec};
 pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};
 
 /// The eBPF object built by build.rs from `probe-ebpf`, embedded in the binary.

@@ -6,32 +6,32 @@ use prometheus::proto::{
 };
 
 /// A metric family under construction.
-pub struct Family {
+pub struct MetricBuilder {
     inner: MetricFamily,
 }
 
-impl Family {
-    fn new(name: &str, help: &str, kind: MetricType) -> Family {
+impl MetricBuilder {
+    fn new(name: &str, help: &str, kind: MetricType) -> MetricBuilder {
         let mut inner = MetricFamily::default();
         inner.set_name(name.to_owned());
         inner.set_help(help.to_owned());
         inner.set_field_type(kind);
-        Family { inner }
+        MetricBuilder { inner }
     }
 
-    /// A counter family.
-    pub fn counter(name: &str, help: &str) -> Family {
-        Family::new(name, help, MetricType::COUNTER)
+    /// A counter family; its help text is looked up in `helps` (name, help) pairs.
+    pub fn counter(name: &str, helps: &[(&str, &str)]) -> MetricBuilder {
+        MetricBuilder::new(name, help_for(name, helps), MetricType::COUNTER)
     }
 
     /// A gauge family.
-    pub fn gauge(name: &str, help: &str) -> Family {
-        Family::new(name, help, MetricType::GAUGE)
+    pub fn gauge(name: &str, helps: &[(&str, &str)]) -> MetricBuilder {
+        MetricBuilder::new(name, help_for(name, helps), MetricType::GAUGE)
     }
 
     /// A histogram family.
-    pub fn histogram(name: &str, help: &str) -> Family {
-        Family::new(name, help, MetricType::HISTOGRAM)
+    pub fn histogram(name: &str, helps: &[(&str, &str)]) -> MetricBuilder {
+        MetricBuilder::new(name, help_for(name, helps), MetricType::HISTOGRAM)
     }
 
     /// Adds a counter sample.
@@ -64,6 +64,14 @@ impl Family {
     pub fn finish(self) -> Option<MetricFamily> {
         (!self.inner.get_metric().is_empty()).then_some(self.inner)
     }
+}
+
+fn help_for<'a>(name: &str, helps: &[(&str, &'a str)]) -> &'a str {
+    helps
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, h)| *h)
+        .unwrap_or("")
 }
 
 fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
@@ -127,8 +135,9 @@ mod tests {
 
     #[test]
     fn empty_family_is_dropped() {
-        assert!(Family::counter("x_total", "h").finish().is_none());
-        let mut f = Family::gauge("x", "h");
+        let helps = [("x_total", "h"), ("x", "h")];
+        assert!(MetricBuilder::counter("x_total", &helps).finish().is_none());
+        let mut f = MetricBuilder::gauge("x", &helps);
         f.add_gauge(&[("a", "b")], 1.0);
         assert!(f.finish().is_some());
     }

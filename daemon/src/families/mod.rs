@@ -1,0 +1,55 @@
+//! Probe families: each owns its probes, the kernel layout they need, their load-time globals and
+//! the collectors that turn their maps (or /proc files) into metrics. Adding a signal means adding
+//! a family here, not editing the loader or the HTTP side.
+
+use aya::{Ebpf, EbpfLoader};
+use prometheus::core::Collector;
+
+use crate::{metrics::MapErrors, probes::ProbeSpec};
+
+pub mod sync_calls;
+pub mod writeback;
+
+pub use crate::kernel::KernelInfo;
+
+/// Facts every collector may label with, fixed at start-up.
+#[derive(Clone)]
+pub struct CollectorContext {
+    pub page_size: u64,
+    /// Failed map reads by map name, exported as `wbscope_map_read_errors_total`.
+    pub map_errors: MapErrors,
+}
+
+/// One family of probes and metrics.
+pub trait Family: Send {
+    /// Short name for logs and `wbscope check`.
+    fn name(&self) -> &'static str;
+
+    /// The family's probes, in attach order. Userspace-only families return none.
+    fn probes(&self) -> &'static [ProbeSpec];
+
+    /// Resolves what the family needs from the running kernel. Called once, before loading.
+    fn resolve(&mut self, kernel: &KernelInfo);
+
+    /// Why `probe` cannot work with the resolved layout, if it cannot.
+    fn gap(&self, probe: &ProbeSpec) -> Option<String>;
+
+    /// Sets the family's load-time globals (resolved parts only).
+    fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>);
+
+    /// Extra lines for `wbscope check` (what was resolved, what degrades).
+    fn describe(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Collectors for the family's metrics; they take the family's maps out of `ebpf`.
+    fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>>;
+}
+
+/// Every family this build knows, in report order.
+pub fn all() -> Vec<Box<dyn Family>> {
+    vec![
+        Box::new(writeback::WritebackWork::default()),
+        Box::new(sync_calls::SyncCalls::default()),
+    ]
+}
