@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::{
-    daemon::{DaemonError, load_families},
+    daemon::{DaemonError, Loaded, load_families},
     kernel::VMLINUX_BTF,
     privileges::require_bpf_privileges,
     probes::{AttachStatus, ProbeReport},
@@ -20,7 +20,11 @@ pub struct CheckOutcome {
 /// Runs the check (needs the same privileges as the daemon).
 pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, DaemonError> {
     require_bpf_privileges()?;
-    let (kernel, families, loaded) = load_families(0, disabled)?;
+    let Loaded {
+        kernel,
+        families,
+        probes: loaded,
+    } = load_families(0, disabled)?;
     let mut text = String::new();
     let _ = writeln!(
         text,

@@ -47,19 +47,27 @@ pub struct Daemon {
     ebpf: aya::Ebpf,
 }
 
+/// The kernel facts, the resolved families and the loaded object with its attach reports.
+pub struct Loaded {
+    pub kernel: KernelInfo,
+    pub families: Vec<Box<dyn families::Family>>,
+    pub probes: LoadedProbes,
+}
+
 /// Resolves every family against the running kernel, loads the object and attaches the probes.
 /// Shared by the daemon and `wbscope check`.
-pub fn load_families(
-    ignore_tgid: u32,
-    disabled: &[String],
-) -> Result<(KernelInfo, Vec<Box<dyn families::Family>>, LoadedProbes), DaemonError> {
+pub fn load_families(ignore_tgid: u32, disabled: &[String]) -> Result<Loaded, DaemonError> {
     let kernel = KernelInfo::discover()?;
     let mut families = families::all();
     for family in &mut families {
         family.resolve(&kernel);
     }
-    let loaded = load_and_attach(probes::OBJECT, &families, &kernel, ignore_tgid, disabled)?;
-    Ok((kernel, families, loaded))
+    let probes = load_and_attach(probes::OBJECT, &families, &kernel, ignore_tgid, disabled)?;
+    Ok(Loaded {
+        kernel,
+        families,
+        probes,
+    })
 }
 
 impl Daemon {
@@ -74,7 +82,11 @@ impl Daemon {
         } else {
             0
         };
-        let (kernel, families, mut loaded) = load_families(ignore_tgid, &config.disabled_probes)?;
+        let Loaded {
+            kernel,
+            families,
+            probes: mut loaded,
+        } = load_families(ignore_tgid, &config.disabled_probes)?;
         log_reports(&loaded.reports);
         if loaded.attached() == 0 {
             return Err(DaemonError::NoProbes);
