@@ -10,7 +10,7 @@ use crate::{
     config::Config,
     families::{self, CollectorContext},
     kernel::{self, KernelInfo},
-    metrics::{MapErrors, SelfCollector},
+    metrics::{AttachedProgram, MapErrors, SelfCollector},
     privileges::{PrivilegeError, require_bpf_privileges},
     probes::{self, AttachStatus, LoadError, LoadedProbes, ProbeReport, loader::load_and_attach},
     server::{self, BindError},
@@ -45,6 +45,9 @@ pub struct Daemon {
     server: JoinHandle<std::io::Result<()>>,
     // Dropping the object detaches every link and closes every program and map.
     ebpf: aya::Ebpf,
+    // BPF run-time stats stay enabled while this fd is open; closing it turns them off again
+    // (unless someone else enabled them too).
+    _run_time_stats: Option<std::os::fd::OwnedFd>,
 }
 
 /// The kernel facts, the resolved families and the loaded object with its attach reports.
@@ -99,14 +102,20 @@ impl Daemon {
             map_errors: MapErrors::default(),
         };
         for family in &families {
+            // A disabled family exports nothing, also when it has no probes (/proc readers).
+            if config.disabled_probes.iter().any(|d| d == family.name()) {
+                continue;
+            }
             for collector in family.collectors(&mut loaded.ebpf, &ctx) {
                 registry.register(collector)?;
             }
         }
+        let run_time_stats = enable_run_time_stats();
         registry.register(Box::new(SelfCollector::new(
             kernel.release.clone(),
             loaded.reports.clone(),
             ctx.map_errors.clone(),
+            attached_programs(&loaded),
         )))?;
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -127,6 +136,7 @@ impl Daemon {
             stop_server,
             server,
             ebpf: loaded.ebpf,
+            _run_time_stats: run_time_stats,
         })
     }
 
@@ -156,6 +166,35 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     shutdown.await;
     tracing::info!("shutting down");
     daemon.stop().await
+}
+
+/// Turns on BPF run-time stats for as long as the returned fd lives.
+fn enable_run_time_stats() -> Option<std::os::fd::OwnedFd> {
+    match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+        Ok(fd) => Some(fd),
+        Err(err) => {
+            tracing::warn!(
+                "cannot enable BPF run-time stats ({err}); wbscope_bpf_program_* stay at 0"
+            );
+            None
+        }
+    }
+}
+
+/// Name and kernel id of every attached program, for the run-time stats.
+fn attached_programs(loaded: &LoadedProbes) -> Vec<AttachedProgram> {
+    loaded
+        .reports
+        .iter()
+        .filter(|r| r.status.is_attached())
+        .filter_map(|r| {
+            let info = loaded.ebpf.program(r.spec.program)?.info().ok()?;
+            Some(AttachedProgram {
+                name: r.spec.program,
+                id: info.id(),
+            })
+        })
+        .collect()
 }
 
 fn log_reports(reports: &[ProbeReport]) {

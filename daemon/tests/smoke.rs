@@ -11,17 +11,16 @@ use std::{
 
 use testkit::{Scrape, scrape, wait_until};
 
-const PROBES: &[&str] = &[
-    "writeback_queue",
-    "writeback_exec",
-    "writeback_start",
-    "writeback_written",
-    "writeback_pages_written",
-    "sys_enter_fsync",
-    "sys_exit_fsync",
-    "sys_enter_fdatasync",
-    "sys_exit_fdatasync",
-];
+/// The probe names `wbscope check` lists (first column of its table).
+fn probe_names(check_stdout: &str) -> Vec<String> {
+    check_stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("PROBE "))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
 
 fn binary() -> PathBuf {
     let path = std::env::var_os("WBSCOPE_BIN")
@@ -82,10 +81,10 @@ fn loaded_program_names() -> Vec<String> {
         .collect()
 }
 
-fn wbscope_programs_loaded() -> usize {
+fn wbscope_programs_loaded(probes: &[String]) -> usize {
     loaded_program_names()
         .iter()
-        .filter(|name| PROBES.iter().any(|p| p.starts_with(name.as_str())))
+        .filter(|name| probes.iter().any(|p| p.starts_with(name.as_str())))
         .count()
 }
 
@@ -96,17 +95,19 @@ fn check_reports_every_probe_attached() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     print!("{stdout}");
     assert!(output.status.success(), "check failed: {}", stderr(&output));
-    for probe in PROBES {
+    let probes = probe_names(&stdout);
+    assert!(probes.len() >= 9, "too few probes listed: {probes:?}");
+    for probe in &probes {
         let line = stdout
             .lines()
-            .find(|l| l.split_whitespace().next() == Some(probe))
+            .find(|l| l.split_whitespace().next() == Some(probe.as_str()))
             .unwrap_or_else(|| panic!("probe {probe} missing from check output"));
         assert!(line.ends_with("attached"), "{line}");
     }
     let summary = format!(
         "{} of {} probes attach on this kernel",
-        PROBES.len(),
-        PROBES.len()
+        probes.len(),
+        probes.len()
     );
     assert!(stdout.contains(&summary), "missing '{summary}'");
 }
@@ -114,6 +115,7 @@ fn check_reports_every_probe_attached() {
 #[test]
 #[ignore = "needs root and the release binary: run with cargo xtask test"]
 fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
+    let probes = probe_names(&String::from_utf8_lossy(&run_to_exit(&["check"]).stdout));
     let addr = free_addr();
     let listen = addr.to_string();
     let child = Command::new(binary())
@@ -137,11 +139,11 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
     }
     assert_eq!(
         parsed.sum("wbscope_probe_attached", &[]),
-        PROBES.len() as f64,
+        probes.len() as f64,
         "every probe reports attached"
     );
     assert!(
-        wbscope_programs_loaded() >= PROBES.len(),
+        wbscope_programs_loaded(&probes) >= probes.len(),
         "programs visible while running"
     );
 
@@ -179,7 +181,7 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         stderr(&output)
     );
     assert_eq!(
-        wbscope_programs_loaded(),
+        wbscope_programs_loaded(&probes),
         0,
         "programs left loaded after exit"
     );

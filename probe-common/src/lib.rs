@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod hist;
+pub mod journal;
 pub mod layout;
 pub mod sync_call;
 pub mod writeback;

@@ -10,6 +10,7 @@
 mod fd_dev;
 mod globals;
 mod hist;
+mod journal;
 mod sync_calls;
 mod writeback;
 

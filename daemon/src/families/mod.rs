@@ -7,6 +7,8 @@ use prometheus::core::Collector;
 
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
+pub mod filesystems;
+pub mod journal;
 pub mod sync_calls;
 pub mod writeback;
 
@@ -51,5 +53,7 @@ pub fn all() -> Vec<Box<dyn Family>> {
     vec![
         Box::new(writeback::WritebackWork::default()),
         Box::new(sync_calls::SyncCalls::default()),
+        Box::new(journal::Journal::default()),
+        Box::new(filesystems::Filesystems),
     ]
 }

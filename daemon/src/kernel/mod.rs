@@ -6,6 +6,7 @@ use std::path::Path;
 pub mod btf;
 pub mod devices;
 pub mod layout;
+pub mod mounts;
 pub mod tracefs;
 
 /// Where the kernel's own type information lives.

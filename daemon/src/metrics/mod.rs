@@ -16,7 +16,7 @@ use prometheus::core::Desc;
 pub mod proto;
 pub mod self_metrics;
 
-pub use self_metrics::SelfCollector;
+pub use self_metrics::{AttachedProgram, SelfCollector};
 
 /// Failed map reads by map name, shared by every collector and exported as
 /// `wbscope_map_read_errors_total`.

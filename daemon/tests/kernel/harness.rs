@@ -24,6 +24,20 @@ impl TestDaemon {
     }
 
     pub fn start_with(config: Config) -> TestDaemon {
+        let daemon = TestDaemon::start_with_unattached(config);
+        for report in daemon.reports() {
+            assert!(
+                report.status.is_attached(),
+                "probe {} did not attach: {:?}",
+                report.spec.program,
+                report.status
+            );
+        }
+        daemon
+    }
+
+    /// Like `start_with`, without requiring every probe to attach (for disabled probes).
+    pub fn start_with_unattached(config: Config) -> TestDaemon {
         assert!(testkit::require_root(), "privileged kernel tests need root");
         wbscope::logging::init(wbscope::config::LogLevel::Info);
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -34,20 +48,20 @@ impl TestDaemon {
         let daemon = runtime
             .block_on(Daemon::start(&config))
             .expect("daemon starts");
-        for report in daemon.probe_reports() {
-            assert!(
-                report.status.is_attached(),
-                "probe {} did not attach: {:?}",
-                report.spec.program,
-                report.status
-            );
-        }
         let addr = daemon.local_addr();
         TestDaemon {
             runtime,
             daemon: Some(daemon),
             addr,
         }
+    }
+
+    /// What happened to each probe.
+    pub fn reports(&self) -> &[wbscope::probes::ProbeReport] {
+        self.daemon
+            .as_ref()
+            .map(|d| d.probe_reports())
+            .unwrap_or_default()
     }
 
     /// Scrapes and parses `/metrics`.

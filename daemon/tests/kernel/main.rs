@@ -3,6 +3,8 @@
 //! own device. Run as root through `cargo xtask test` (they are `#[ignore]`d otherwise, so
 //! nothing privileged runs by accident).
 
+mod degrade;
 mod harness;
+mod journal;
 mod sync_calls;
 mod writeback;

@@ -1,0 +1,108 @@
+//! Mounted filesystems from /proc/self/mountinfo: which device backs which mount point, with which
+//! filesystem type. Used to label journal metrics and for `wbscope_filesystem_info`.
+
+/// One line of mountinfo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub major: u32,
+    pub minor: u32,
+    pub mountpoint: String,
+    pub fstype: String,
+}
+
+/// Reads the current mount table; empty if it cannot be read.
+pub fn current() -> Vec<Mount> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|text| parse(&text))
+        .unwrap_or_default()
+}
+
+/// Parses mountinfo text (proc(5)): `id parent MAJ:MIN root mountpoint opts [optional…] - fstype
+/// source superopts`. Malformed lines are skipped.
+pub fn parse(text: &str) -> Vec<Mount> {
+    text.lines().filter_map(parse_line).collect()
+}
+
+fn parse_line(line: &str) -> Option<Mount> {
+    let (left, right) = line.split_once(" - ")?;
+    let mut fields = left.split(' ');
+    let (_id, _parent) = (fields.next()?, fields.next()?);
+    let (major, minor) = fields.next()?.split_once(':')?;
+    let _root = fields.next()?;
+    let mountpoint = unescape(fields.next()?);
+    let fstype = right.split(' ').next()?.to_owned();
+    Some(Mount {
+        major: major.parse().ok()?,
+        minor: minor.parse().ok()?,
+        mountpoint,
+        fstype,
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(digits) = field.get(i + 1..i + 4)
+            && let Ok(value) = u8::from_str_radix(digits, 8)
+        {
+            out.push(value);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The filesystem type mounted from `major:minor`, if any.
+pub fn fstype_of(mounts: &[Mount], major: u32, minor: u32) -> Option<&str> {
+    mounts
+        .iter()
+        .find(|m| m.major == major && m.minor == minor)
+        .map(|m| m.fstype.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
+35 22 0:32 / /proc rw,nosuid - proc proc rw
+90 22 7:3 / /tmp/my\\040dir/mnt rw,relatime - xfs /dev/loop3 rw
+garbage line
+";
+
+    #[test]
+    fn parses_devices_mountpoints_and_types() {
+        let mounts = parse(SAMPLE);
+        assert_eq!(mounts.len(), 3);
+        assert_eq!(
+            mounts[0],
+            Mount {
+                major: 254,
+                minor: 0,
+                mountpoint: "/".into(),
+                fstype: "ext4".into()
+            }
+        );
+        assert_eq!(mounts[2].mountpoint, "/tmp/my dir/mnt");
+        assert_eq!(fstype_of(&mounts, 7, 3), Some("xfs"));
+        assert_eq!(fstype_of(&mounts, 7, 4), None);
+    }
+
+    #[test]
+    fn the_running_system_has_a_root_mount() {
+        let mounts = current();
+        if mounts.is_empty() {
+            eprintln!("skipped: no /proc/self/mountinfo");
+            return;
+        }
+        assert!(mounts.iter().any(|m| m.mountpoint == "/"));
+    }
+}
