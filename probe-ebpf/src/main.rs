@@ -10,6 +10,9 @@
 mod fd_dev;
 mod globals;
 mod hist;
+mod io_uring_sync;
+mod msync_dev;
+mod submissions;
 mod sync_calls;
 mod writeback;
 
