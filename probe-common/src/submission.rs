@@ -123,9 +123,10 @@ impl SubmitStats {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassState {
-    /// `struct writeback_control *` and its `inode`, as numbers: the pass's identity.
+    /// `struct writeback_control *` and the folio's `struct address_space *`, as numbers: the
+    /// pass's identity.
     pub wbc: u64,
-    pub inode: u64,
+    pub mapping: u64,
     /// `wbc->nr_to_write` at the latest folio of the pass.
     pub last_nr_to_write: i64,
     pub key: SubmitKey,
@@ -144,22 +145,39 @@ pub struct Ext4WritepagesResultFormat {
 }
 const _: () = assert!(core::mem::size_of::<Ext4WritepagesResultFormat>() == 16);
 
-/// BTF offsets for the `tp_btf/wbc_writepage` probe and the caller classification:
-/// `writeback_control.{nr_to_write, sync_mode, inode}` and `task_struct.mm`.
+/// BTF offsets for the `tp_btf/wbc_writepage` probe and the caller classification.
+///
+/// The folio being written is the last one taken from `wbc->fbatch` (mm/page-writeback.c
+/// `writeback_get_folio()` fires the event right after `folio_batch_next()`), i.e.
+/// `wbc->fbatch.folios[wbc->fbatch.i - 1]`; its `mapping` names the pass and `mapping->host` the
+/// device. (`wbc->inode` would be simpler but stays NULL unless cgroup writeback is active.)
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WbcLayout {
+    /// `writeback_control.nr_to_write` (long) and `.sync_mode` (enum, 4 bytes).
     pub nr_to_write: u32,
     pub sync_mode: u32,
-    /// `writeback_control.inode` exists only with CONFIG_CGROUP_WRITEBACK; without it the probe
-    /// is skipped (it names both the pass and its device).
-    pub inode: u32,
+    /// `writeback_control.fbatch` (since 6.10), `folio_batch.i` (u8) and `.folios` (pointers).
+    pub fbatch: u32,
+    pub fbatch_i: u32,
+    pub fbatch_folios: u32,
+    /// Number of entries in `folio_batch.folios`.
+    pub fbatch_len: u32,
+    /// `folio.mapping` and `address_space.host`.
+    pub folio_mapping: u32,
+    pub mapping_host: u32,
+    /// `task_struct.mm`: NULL for kernel threads.
     pub task_mm: u32,
-    pub _reserved: u32,
+    /// A folio's size in pages, as `folio_nr_pages()` computes it: 1 unless the `PG_head` bit
+    /// (`enum pageflags`) is set in `folio.flags`, else `folio._nr_pages`. `folio_nr_pages` is 0
+    /// on kernels without `_nr_pages`: sizes then come from `nr_to_write` deltas.
+    pub folio_flags: u32,
+    pub folio_nr_pages: u32,
+    pub pg_head: u32,
     /// Non-zero once resolved.
     pub resolved: u32,
 }
-const _: () = assert!(core::mem::size_of::<WbcLayout>() == 24);
+const _: () = assert!(core::mem::size_of::<WbcLayout>() == 52);
 
 user_pod!(
     SubmitKey,

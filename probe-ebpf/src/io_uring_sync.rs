@@ -29,7 +29,9 @@ use crate::{
     sync_calls::record_latency,
 };
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static IO_URING_LAYOUT: Global<IoUringLayout> = Global::new(IoUringLayout {
     kiocb_opcode: 0,
     kiocb_file: 0,

@@ -17,13 +17,17 @@ use probe_common::{sync_call::SyncSyscall, sync_layout::FieldFormat};
 
 use crate::sync_calls::SYNC_INFLIGHT;
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static EXT4_SYNC_FILE_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     offset: 0,
     _reserved: 0,
 });
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static XFS_FILE_FSYNC_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     offset: 0,
     _reserved: 0,

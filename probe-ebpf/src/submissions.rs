@@ -6,14 +6,16 @@
 //!   pass, with the pages it submitted.
 //! - filesystems that iterate with `writeback_iter()` (xfs and other iomap filesystems, block
 //!   devices): `tp_btf/wbc_writepage(struct writeback_control *wbc, struct backing_dev_info *)`
-//!   fires once per folio about to be written (mm/page-writeback.c `writeback_get_folio()`), with
-//!   `wbc->nr_to_write` already reduced by the previous folios of the pass. A pass is a run of
-//!   events on one thread with the same `wbc` and `wbc->inode` and a non-increasing
-//!   `nr_to_write`; the pass state is dropped when the thread leaves its sync call or its flusher
-//!   inode. Pages: each folio counts one page when it appears, and the rest of its size when the
-//!   next folio of the pass shows the `nr_to_write` delta. So only the last folio of a pass, if
-//!   it is a large folio, is under-counted (by its size minus one page): the kernel reports no
-//!   end-of-pass event there, and one map update per folio keeps this hot hook cheap.
+//!   fires once per folio about to be written (mm/page-writeback.c `writeback_get_folio()`, right
+//!   after taking the folio from `wbc->fbatch`), with `wbc->nr_to_write` already reduced by the
+//!   previous folios of the pass. A pass is a run of events on one thread with the same `wbc`
+//!   and folio mapping (file) and a non-increasing `nr_to_write`; the pass state is dropped when
+//!   the thread leaves its sync call or its flusher inode. Pages: each folio's size as
+//!   `folio_nr_pages()` computes it (`PG_head` flag, `_nr_pages`). On kernels without
+//!   `folio._nr_pages` a folio counts one page when it appears and the rest of its size when the
+//!   next folio of the pass shows the `nr_to_write` delta, so only the last folio of a pass is
+//!   under-counted there. One per-thread lookup and one per-CPU update per folio keep this hot
+//!   hook cheap.
 //!
 //! Caller: the task's in-flight sync call (`sync_calls::SYNC_INFLIGHT`, set at sys_enter and
 //! cleared at sys_exit) if any; otherwise `flusher` when a kernel thread is between
@@ -41,7 +43,9 @@ use crate::{
     sync_calls::SYNC_INFLIGHT,
 };
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
     Global::new(Ext4WritepagesResultFormat {
         dev: 0,
@@ -50,13 +54,22 @@ static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
         _reserved: 0,
     });
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static WBC_LAYOUT: Global<WbcLayout> = Global::new(WbcLayout {
     nr_to_write: 0,
     sync_mode: 0,
-    inode: 0,
+    fbatch: 0,
+    fbatch_i: 0,
+    fbatch_folios: 0,
+    fbatch_len: 0,
+    folio_mapping: 0,
+    mapping_host: 0,
     task_mm: 0,
-    _reserved: 0,
+    folio_flags: 0,
+    folio_nr_pages: 0,
+    pg_head: 0,
     resolved: 0,
 });
 
@@ -148,37 +161,76 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
     // Kept as a number: arithmetic on the typed pointer is rejected by the verifier.
     let wbc: u64 = ctx.arg(0);
     let nr_to_write: i64 = read(wbc + l.nr_to_write as u64)?;
-    let inode: u64 = read(wbc + l.inode as u64)?;
+    let folio = current_folio(wbc, &l)?;
+    let mapping: u64 = read(folio + l.folio_mapping as u64)?;
+    if mapping == 0 {
+        return None;
+    }
+    let size = folio_pages(folio, &l);
     let tid = tid();
     if let Some(state) = PASSES.get_ptr_mut(&tid) {
         // SAFETY: a value pointer of this map, valid for this program run; only this thread
         // touches its own entry.
         let state = unsafe { &mut *state };
-        if state.wbc == wbc && state.inode == inode && nr_to_write <= state.last_nr_to_write {
-            // The previous folio was counted as one page; add the rest of its size.
-            let rest = state.last_nr_to_write - nr_to_write - 1;
+        if state.wbc == wbc && state.mapping == mapping && nr_to_write <= state.last_nr_to_write {
+            let pages = match size {
+                Some(pages) => pages,
+                None => {
+                    // The previous folio was counted as one page; add the rest of its size.
+                    let rest = state.last_nr_to_write - nr_to_write - 1;
+                    1 + if rest > 0 { rest as u64 } else { 0 }
+                }
+            };
             state.last_nr_to_write = nr_to_write;
             let key = state.key;
-            add(&key, 0, 1 + if rest > 0 { rest as u64 } else { 0 });
+            add(&key, 0, pages);
             return Some(());
         }
     }
     let sync_mode: u32 = read(wbc + l.sync_mode as u64)?;
+    let host: u64 = read(mapping + l.mapping_host as u64).unwrap_or(0);
     let key = SubmitKey {
-        dev: dev_of_inode(inode),
+        dev: if host == 0 { 0 } else { dev_of_inode(host) },
         sync_mode,
         caller: caller(tid) as u32,
         _reserved: 0,
     };
     let state = PassState {
         wbc,
-        inode,
+        mapping,
         last_nr_to_write: nr_to_write,
         key,
     };
     let _ = PASSES.insert(&tid, &state, 0);
-    add(&key, 1, 1);
+    add(&key, 1, size.unwrap_or(1));
     Some(())
+}
+
+/// The folio the event is about: `wbc->fbatch.folios[wbc->fbatch.i - 1]`.
+#[inline(always)]
+fn current_folio(wbc: u64, l: &WbcLayout) -> Option<u64> {
+    let fbatch = wbc + l.fbatch as u64;
+    let i: u8 = read(fbatch + l.fbatch_i as u64)?;
+    // The explicit bounds keep the index provably inside the array.
+    if i == 0 || i as u32 > l.fbatch_len || i > 64 {
+        return None;
+    }
+    let slot = (i - 1) as u64;
+    read(fbatch + l.fbatch_folios as u64 + slot * 8)
+}
+
+/// `folio_nr_pages(folio)` (include/linux/mm.h), or `None` when the layout lacks `_nr_pages`.
+#[inline(always)]
+fn folio_pages(folio: u64, l: &WbcLayout) -> Option<u64> {
+    if l.folio_nr_pages == 0 || l.pg_head >= 64 {
+        return None;
+    }
+    let flags: u64 = read(folio + l.folio_flags as u64)?;
+    if flags & (1 << l.pg_head) == 0 {
+        return Some(1);
+    }
+    let pages: u32 = read(folio + l.folio_nr_pages as u64)?;
+    Some(pages as u64)
 }
 
 /// Forgets the thread's per-folio pass: called where a pass certainly ended (sync call exit,

@@ -30,16 +30,22 @@ use crate::{
     hist::{record, value_or_insert},
 };
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static SFR_ENTER_FMT: Global<SfrEnterFormat> = Global::new(SfrEnterFormat { fd: 0, flags: 0 });
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static SYNCFS_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
     fd: 0,
     _reserved: 0,
 });
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
+#[used]
 static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     offset: 0,
     _reserved: 0,

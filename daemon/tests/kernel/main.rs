@@ -4,5 +4,7 @@
 //! nothing privileged runs by accident).
 
 mod harness;
+mod submissions;
+mod sync_all_calls;
 mod sync_calls;
 mod writeback;
