@@ -204,7 +204,10 @@ mod tests {
         }
         assert_eq!(WbCaller::from_raw(0), None);
         for s in SyncSyscall::ALL {
-            assert_eq!(WbCaller::for_raw_syscall(s as u32), WbCaller::for_syscall(s));
+            assert_eq!(
+                WbCaller::for_raw_syscall(s as u32),
+                WbCaller::for_syscall(s)
+            );
         }
         assert_eq!(WbCaller::for_raw_syscall(0), WbCaller::Other);
         assert_eq!(

@@ -130,7 +130,8 @@ mod tests {
     fn sfr_labels_follow_flag_order() {
         // Built independently from the flag table, so the hand-written match cannot drift.
         for flags in 0..8u32 {
-            let joined: [&str; 3] = SFR_FLAGS.map(|(bit, name)| if flags & bit != 0 { name } else { "" });
+            let joined: [&str; 3] =
+                SFR_FLAGS.map(|(bit, name)| if flags & bit != 0 { name } else { "" });
             let mut expected = [""; 3];
             let mut n = 0;
             for name in joined.iter().filter(|n| !n.is_empty()) {

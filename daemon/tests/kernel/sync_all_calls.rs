@@ -128,14 +128,29 @@ fn counts_each_call(kind: FsKind) {
         }) && delta(s, &before, COUNT, &[("syscall", "sync"), ("device", "all")]) >= 1.0
     });
     for (syscall, n) in expected {
-        let got = delta(&after, &before, COUNT, &[("syscall", syscall), ("device", dev)]);
+        let got = delta(
+            &after,
+            &before,
+            COUNT,
+            &[("syscall", syscall), ("device", dev)],
+        );
         eprintln!("{kind:?} {device}: {syscall} counted {got} (expected {n})");
         assert_eq!(got, n, "{syscall}:\n{}", wbscope_lines(&after));
     }
-    let syncs = delta(&after, &before, COUNT, &[("syscall", "sync"), ("device", "all")]);
+    let syncs = delta(
+        &after,
+        &before,
+        COUNT,
+        &[("syscall", "sync"), ("device", "all")],
+    );
     eprintln!("{kind:?}: sync counted {syncs} on device=\"all\" (this test made 1)");
     for (flags, n) in [("write", 1.0), ("wait_before+write+wait_after", 1.0)] {
-        let got = delta(&after, &before, SFR_CALLS, &[("device", dev), ("flags", flags)]);
+        let got = delta(
+            &after,
+            &before,
+            SFR_CALLS,
+            &[("device", dev), ("flags", flags)],
+        );
         eprintln!("{kind:?} {device}: sync_file_range flags={flags} counted {got}");
         assert_eq!(got, n, "flags {flags}:\n{}", wbscope_lines(&after));
     }
@@ -185,9 +200,8 @@ fn buckets(s: &Scrape, syscall: &str, device: &str) -> Vec<(f64, f64)> {
 fn around(b: &[(f64, f64)], limit: f64) -> (f64, f64) {
     let below = b
         .iter()
-        .filter(|(le, _)| *le < limit)
+        .rfind(|(le, _)| *le < limit)
         .map(|(_, v)| *v)
-        .last()
         .unwrap_or(0.0);
     let above = b
         .iter()
@@ -231,12 +245,18 @@ fn slow_calls_land_in_buckets_of_a_second_or_more() {
 
 fn check_slow(daemon: &TestDaemon, before: &Scrape, syscall: &str, device: &str, took: Duration) {
     let labels = [("syscall", syscall), ("device", device)];
-    assert!(took >= Duration::from_secs(1), "{syscall} took only {took:?}");
+    assert!(
+        took >= Duration::from_secs(1),
+        "{syscall} took only {took:?}"
+    );
     let after = daemon.wait_for("the slow call", Duration::from_secs(5), |s| {
         delta(s, before, COUNT, &labels) >= 1.0
     });
     assert_eq!(delta(&after, before, COUNT, &labels), 1.0);
-    let (b0, a0) = (buckets(before, syscall, device), buckets(&after, syscall, device));
+    let (b0, a0) = (
+        buckets(before, syscall, device),
+        buckets(&after, syscall, device),
+    );
     let (below_1s, _) = around(&a0, 1.0);
     let (below_1s_before, _) = around(&b0, 1.0);
     // The kernel's duration is at most the measured one, so the bucket bounding the measured
@@ -255,7 +275,11 @@ fn check_slow(daemon: &TestDaemon, before: &Scrape, syscall: &str, device: &str,
         at_took
     );
     assert_eq!(below_1s, below_1s_before, "counted below 1 s");
-    assert_eq!(at_took - at_took_before, 1.0, "not in the bucket of its duration");
+    assert_eq!(
+        at_took - at_took_before,
+        1.0,
+        "not in the bucket of its duration"
+    );
     let ratio = sum / took.as_secs_f64();
     assert!((0.9..=1.1).contains(&ratio), "sum ratio {ratio}");
 }

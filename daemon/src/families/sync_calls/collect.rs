@@ -108,7 +108,10 @@ impl SyncCollector {
         }
         let mut family = MetricBuilder::counter(FAMILIES[1].0, FAMILIES);
         for ((device, flags), count) in &series {
-            family.add_counter(&[("device", device.as_str()), ("flags", flags)], *count as f64);
+            family.add_counter(
+                &[("device", device.as_str()), ("flags", flags)],
+                *count as f64,
+            );
         }
         family.finish()
     }

@@ -117,8 +117,16 @@ impl Family for SyncCalls {
         set(loader, sync_globals::SYNCFS_ENTER_FMT, &self.syncfs_enter);
         set(loader, sync_globals::SFR_ENTER_FMT, &self.sfr_enter);
         set(loader, sync_globals::MSYNC_ENTER_FMT, &self.msync_enter);
-        set(loader, sync_globals::EXT4_SYNC_FILE_FMT, &self.ext4_sync_file);
-        set(loader, sync_globals::XFS_FILE_FSYNC_FMT, &self.xfs_file_fsync);
+        set(
+            loader,
+            sync_globals::EXT4_SYNC_FILE_FMT,
+            &self.ext4_sync_file,
+        );
+        set(
+            loader,
+            sync_globals::XFS_FILE_FSYNC_FMT,
+            &self.xfs_file_fsync,
+        );
         set(loader, sync_globals::IO_URING_LAYOUT, &self.io_uring);
     }
 
