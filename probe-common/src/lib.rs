@@ -9,7 +9,9 @@
 pub mod hist;
 pub mod journal;
 pub mod layout;
+pub mod submission;
 pub mod sync_call;
+pub mod sync_layout;
 pub mod writeback;
 
 /// Implements `aya::Pod` for the listed types on the user side only.

@@ -62,17 +62,56 @@ pub struct SyncKey {
 }
 const _: () = assert!(core::mem::size_of::<SyncKey>() == 8);
 
-/// A sync call in flight, kept per thread id between `sys_enter` and `sys_exit`.
+/// A sync call in flight, kept per thread id between `sys_enter` and `sys_exit` (and per io_uring
+/// request between submission and completion).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyncStart {
     pub start_ns: u64,
     pub syscall: u32,
+    /// Kernel `dev_t`; 0 until known (msync learns it from the filesystem's fsync event).
     pub dev: u32,
+    /// The call's flags argument where it has one (sync_file_range, msync, io_uring fsync).
+    pub flags: u32,
+    pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<SyncStart>() == 16);
+const _: () = assert!(core::mem::size_of::<SyncStart>() == 24);
 
-user_pod!(SyncKey, SyncStart);
+/// Aggregation key of `wbscope_sync_file_range_calls_total`: device and the raw flags argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SfrKey {
+    pub dev: u32,
+    pub flags: u32,
+}
+const _: () = assert!(core::mem::size_of::<SfrKey>() == 8);
+
+user_pod!(SyncKey, SyncStart, SfrKey);
+
+/// `SYNC_FILE_RANGE_*` flags (include/uapi/linux/fs.h, UAPI), in label order.
+pub const SFR_FLAGS: [(u32, &str); 3] = [(1, "wait_before"), (2, "write"), (4, "wait_after")];
+
+/// Canonical `flags` label of a sync_file_range call: the set flags joined with `+` in the order
+/// `wait_before+write+wait_after`; `none` for 0 (a valid no-op call) and `invalid` when bits
+/// outside the three flags are set (the kernel rejects those with EINVAL).
+pub fn sfr_flags_label(flags: u32) -> &'static str {
+    match flags {
+        0 => "none",
+        1 => "wait_before",
+        2 => "write",
+        3 => "wait_before+write",
+        4 => "wait_after",
+        5 => "wait_before+wait_after",
+        6 => "write+wait_after",
+        7 => "wait_before+write+wait_after",
+        _ => "invalid",
+    }
+}
+
+/// `MS_SYNC` (include/uapi/asm-generic/mman-common.h, UAPI): the only msync flag that writes back.
+pub const MS_SYNC: u32 = 4;
+/// `IORING_FSYNC_DATASYNC` (include/uapi/linux/io_uring.h, UAPI).
+pub const IORING_FSYNC_DATASYNC: u32 = 1;
 
 #[cfg(test)]
 mod tests {
@@ -85,5 +124,32 @@ mod tests {
         }
         assert_eq!(SyncSyscall::from_raw(0), None);
         assert_eq!(SyncSyscall::from_raw(99), None);
+    }
+
+    #[test]
+    fn sfr_labels_follow_flag_order() {
+        // Built independently from the flag table, so the hand-written match cannot drift.
+        for flags in 0..8u32 {
+            let joined: [&str; 3] =
+                SFR_FLAGS.map(|(bit, name)| if flags & bit != 0 { name } else { "" });
+            let mut expected = [""; 3];
+            let mut n = 0;
+            for name in joined.iter().filter(|n| !n.is_empty()) {
+                expected[n] = name;
+                n += 1;
+            }
+            let label = sfr_flags_label(flags);
+            if n == 0 {
+                assert_eq!(label, "none");
+            } else {
+                let mut parts = label.split('+');
+                for name in &expected[..n] {
+                    assert_eq!(parts.next(), Some(*name), "flags {flags}");
+                }
+                assert_eq!(parts.next(), None);
+            }
+        }
+        assert_eq!(sfr_flags_label(7), "wait_before+write+wait_after");
+        assert_eq!(sfr_flags_label(8), "invalid");
     }
 }

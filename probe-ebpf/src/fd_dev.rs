@@ -1,4 +1,5 @@
-//! Resolving a file descriptor of the current task to its filesystem's `dev_t`, in the kernel.
+//! Resolving a file descriptor of the current task (or a `struct file` / `struct inode`) to its
+//! filesystem's `dev_t`, in the kernel.
 //!
 //! Path (offsets from BTF, see `probe_common::layout::FdDevLayout`):
 //! `current->files->fdt->fd[fd]->f_inode->i_sb->s_dev`, with `fd < fdt->max_fds` checked first.
@@ -14,8 +15,10 @@ use crate::globals::FD_DEV_LAYOUT;
 const S_IFMT: u16 = 0o170000;
 const S_IFBLK: u16 = 0o060000;
 
+/// Reads a `T` at a kernel address (a number: pointer arithmetic on typed tp_btf pointers is
+/// rejected by the verifier); `None` for a null or unreadable address.
 #[inline(always)]
-fn read<T>(addr: u64) -> Option<T> {
+pub fn read<T>(addr: u64) -> Option<T> {
     if addr == 0 {
         return None;
     }
@@ -47,7 +50,39 @@ fn resolve(fd: u64) -> Option<u32> {
     }
     let fd_array: u64 = read(fdt + l.fdt_fd as u64)?;
     let file: u64 = read(fd_array + fd * 8)?;
+    file_dev(file)
+}
+
+/// The kernel `dev_t` of the filesystem holding the open file at address `file` (a
+/// `struct file *` as a number), or 0 if unknown.
+#[inline(always)]
+pub fn dev_of_file(file: u64) -> u32 {
+    file_dev(file).unwrap_or(0)
+}
+
+/// The kernel `dev_t` of the filesystem holding the inode at address `inode`, or 0 if unknown.
+/// For a block device inode (its page cache is the device's) that is the device itself.
+#[inline(always)]
+pub fn dev_of_inode(inode: u64) -> u32 {
+    inode_dev(inode).unwrap_or(0)
+}
+
+#[inline(always)]
+fn file_dev(file: u64) -> Option<u32> {
+    let l = FD_DEV_LAYOUT.load();
+    if l.resolved == 0 {
+        return None;
+    }
     let inode: u64 = read(file + l.file_f_inode as u64)?;
+    inode_dev(inode)
+}
+
+#[inline(always)]
+fn inode_dev(inode: u64) -> Option<u32> {
+    let l = FD_DEV_LAYOUT.load();
+    if l.resolved == 0 {
+        return None;
+    }
     let mode: u16 = read(inode + l.inode_i_mode as u64)?;
     if mode & S_IFMT == S_IFBLK {
         return read(inode + l.inode_i_rdev as u64);

@@ -20,6 +20,8 @@ use probe_common::{
 
 use crate::hist::{record, value_or_insert};
 
+// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+#[used]
 #[unsafe(no_mangle)]
 pub static JOURNAL_FMT: Global<JournalFormat> = Global::new(JournalFormat {
     jbd2_dev: 0,

@@ -10,7 +10,10 @@
 mod fd_dev;
 mod globals;
 mod hist;
+mod io_uring_sync;
 mod journal;
+mod msync_dev;
+mod submissions;
 mod sync_calls;
 mod writeback;
 

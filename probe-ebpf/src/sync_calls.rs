@@ -1,10 +1,17 @@
-//! Latency of sync-family system calls, by call and by the file's device.
+//! Latency of sync-family system calls, by call and by the file's device, and sync_file_range
+//! calls by flags.
 //!
-//! `syscalls:sys_enter_fsync` / `sys_exit_fsync` (and the fdatasync pair): the enter record has
-//! `unsigned int fd` at the offset given by its format file (`FSYNC_ENTER_FMT`). The device is
-//! resolved at enter from the task's fd table, since by exit the fd may already be closed.
+//! `syscalls:sys_enter_<call>` / `sys_exit_<call>` for fsync, fdatasync, sync_file_range, syncfs,
+//! sync and msync. Enter records store every argument as an 8-byte long at the offset given by the
+//! event's format file (`FSYNC_ENTER_FMT`, `SFR_ENTER_FMT`, …). The device is resolved at enter
+//! from the task's fd table, since by exit the fd may already be closed. sync(2) has no device
+//! (`all`); msync's device is filled in by the filesystem's fsync event (see `msync_dev`).
+//!
+//! The in-flight entry per thread id is also the "inside sync call X" marker that the writeback
+//! submission probes (`submissions`) read to attribute writepages passes to their caller.
 
 use aya_ebpf::{
+    Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
     maps::{LruHashMap, PerCpuHashMap},
@@ -12,7 +19,9 @@ use aya_ebpf::{
 };
 use probe_common::{
     hist::Log2Hist,
-    sync_call::{SyncKey, SyncStart, SyncSyscall},
+    layout::SysEnterFdFormat,
+    sync_call::{MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall},
+    sync_layout::{FieldFormat, SfrEnterFormat},
 };
 
 use crate::{
@@ -21,19 +30,46 @@ use crate::{
     hist::{record, value_or_insert},
 };
 
+// `#[used]`: never merged with a promoted constant (see `globals`).
+#[unsafe(no_mangle)]
+#[used]
+static SFR_ENTER_FMT: Global<SfrEnterFormat> = Global::new(SfrEnterFormat { fd: 0, flags: 0 });
+
+// `#[used]`: never merged with a promoted constant (see `globals`).
+#[unsafe(no_mangle)]
+#[used]
+static SYNCFS_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
+    fd: 0,
+    _reserved: 0,
+});
+
+// `#[used]`: never merged with a promoted constant (see `globals`).
+#[unsafe(no_mangle)]
+#[used]
+static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
+    offset: 0,
+    _reserved: 0,
+});
+
 /// Calls in flight by thread id. LRU so that enters whose exit we never see (attach races, a
 /// thread killed in the call) cannot fill the map.
 #[map]
-static SYNC_INFLIGHT: LruHashMap<u32, SyncStart> = LruHashMap::with_max_entries(16384, 0);
+pub(crate) static SYNC_INFLIGHT: LruHashMap<u32, SyncStart> =
+    LruHashMap::with_max_entries(16384, 0);
 
 /// Latency histograms by (call, device). Feeds `wbscope_sync_call_duration_seconds`.
 #[map]
 static SYNC_CALL_LATENCY: PerCpuHashMap<SyncKey, Log2Hist> =
     PerCpuHashMap::with_max_entries(4096, 0);
 
+/// Completed sync_file_range calls by (device, flags). Feeds
+/// `wbscope_sync_file_range_calls_total`.
+#[map]
+static SFR_CALLS: PerCpuHashMap<SfrKey, u64> = PerCpuHashMap::with_max_entries(1024, 0);
+
 #[tracepoint]
 pub fn sys_enter_fsync(ctx: TracePointContext) -> u32 {
-    enter(&ctx, SyncSyscall::Fsync, FSYNC_ENTER_FMT.load().fd);
+    enter_fd(&ctx, SyncSyscall::Fsync, FSYNC_ENTER_FMT.load().fd);
     0
 }
 
@@ -45,7 +81,7 @@ pub fn sys_exit_fsync(ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn sys_enter_fdatasync(ctx: TracePointContext) -> u32 {
-    enter(&ctx, SyncSyscall::Fdatasync, FDATASYNC_ENTER_FMT.load().fd);
+    enter_fd(&ctx, SyncSyscall::Fdatasync, FDATASYNC_ENTER_FMT.load().fd);
     0
 }
 
@@ -55,32 +91,131 @@ pub fn sys_exit_fdatasync(ctx: TracePointContext) -> u32 {
     0
 }
 
+#[tracepoint]
+pub fn sys_enter_syncfs(ctx: TracePointContext) -> u32 {
+    enter_fd(&ctx, SyncSyscall::Syncfs, SYNCFS_ENTER_FMT.load().fd);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_syncfs(ctx: TracePointContext) -> u32 {
+    exit(&ctx, SyncSyscall::Syncfs);
+    0
+}
+
+/// `sys_enter_sync_file_range`: `int fd`, `loff_t offset`, `loff_t nbytes`, `unsigned int flags`.
+#[tracepoint]
+pub fn sys_enter_sync_file_range(ctx: TracePointContext) -> u32 {
+    let f = SFR_ENTER_FMT.load();
+    if f.fd == 0 || f.flags == 0 {
+        return 0;
+    }
+    let Some(tid) = traced_tid() else {
+        return 0;
+    };
+    let (Some(fd), Some(flags)) = (read_u64(&ctx, f.fd), read_u64(&ctx, f.flags)) else {
+        return 0;
+    };
+    begin(tid, SyncSyscall::SyncFileRange, dev_of_fd(fd), flags as u32);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_sync_file_range(ctx: TracePointContext) -> u32 {
+    exit(&ctx, SyncSyscall::SyncFileRange);
+    0
+}
+
+/// sync(2) takes no arguments and covers every filesystem: device 0, exported as `all`.
+#[tracepoint]
+pub fn sys_enter_sync(_ctx: TracePointContext) -> u32 {
+    if let Some(tid) = traced_tid() {
+        begin(tid, SyncSyscall::Sync, 0, 0);
+    }
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_sync(ctx: TracePointContext) -> u32 {
+    exit(&ctx, SyncSyscall::Sync);
+    0
+}
+
+/// `sys_enter_msync`: `unsigned long start`, `size_t len`, `int flags`. Only MS_SYNC writes back
+/// (MS_ASYNC has been a no-op since 2.6.19), so only MS_SYNC calls are timed.
+#[tracepoint]
+pub fn sys_enter_msync(ctx: TracePointContext) -> u32 {
+    let offset = MSYNC_ENTER_FMT.load().offset;
+    if offset == 0 {
+        return 0;
+    }
+    let Some(tid) = traced_tid() else {
+        return 0;
+    };
+    let Some(flags) = read_u64(&ctx, offset) else {
+        return 0;
+    };
+    if flags as u32 & MS_SYNC != 0 {
+        begin(tid, SyncSyscall::Msync, 0, flags as u32);
+    }
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_msync(ctx: TracePointContext) -> u32 {
+    exit(&ctx, SyncSyscall::Msync);
+    0
+}
+
 #[inline(always)]
-fn enter(ctx: &TracePointContext, syscall: SyncSyscall, fd_offset: u32) {
+fn read_u64(ctx: &TracePointContext, offset: u32) -> Option<u64> {
+    // SAFETY: the offset comes from this event's format file and syscall arguments are stored as
+    // 8-byte longs; read_at copies through bpf_probe_read, which fails instead of faulting.
+    unsafe { ctx.read_at::<u64>(offset as usize) }.ok()
+}
+
+/// The current thread id, or `None` when the current process is ignored.
+#[inline(always)]
+fn traced_tid() -> Option<u32> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    (!is_ignored_tgid(pid_tgid)).then_some(pid_tgid as u32)
+}
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+fn enter_fd(ctx: &TracePointContext, syscall: SyncSyscall, fd_offset: u32) {
     if fd_offset == 0 {
         return;
     }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if is_ignored_tgid(pid_tgid) {
+    let Some(tid) = traced_tid() else {
         return;
+    };
+    if let Some(fd) = read_u64(ctx, fd_offset) {
+        begin(tid, syscall, dev_of_fd(fd), 0);
     }
-    // SAFETY: the offset comes from this event's format file and the field is 8 bytes wide
-    // (syscall arguments are stored as longs); read_at bounds-checks through bpf_probe_read.
-    let Ok(fd) = (unsafe { ctx.read_at::<u64>(fd_offset as usize) }) else {
-        return;
-    };
+}
+
+#[inline(always)]
+fn begin(tid: u32, syscall: SyncSyscall, dev: u32, flags: u32) {
     let start = SyncStart {
-        // SAFETY: bpf_ktime_get_ns has no preconditions.
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns: now(),
         syscall: syscall as u32,
-        dev: dev_of_fd(fd),
+        dev,
+        flags,
+        _reserved: 0,
     };
-    let _ = SYNC_INFLIGHT.insert(&(pid_tgid as u32), &start, 0);
+    let _ = SYNC_INFLIGHT.insert(&tid, &start, 0);
 }
 
 #[inline(always)]
 fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
     let tid = bpf_get_current_pid_tgid() as u32;
+    crate::submissions::end_pass(tid);
     // SAFETY: the value is copied out immediately; the entry is removed right after.
     let Some(start) = (unsafe { SYNC_INFLIGHT.get(&tid) }).copied() else {
         return;
@@ -90,8 +225,7 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
         // A stale entry from a call whose exit we missed: drop it rather than mis-attribute.
         return;
     }
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
+    let ns = now().saturating_sub(start.start_ns);
     // Kernel-side logging costs microseconds per event: only in `debug` builds.
     #[cfg(feature = "debug")]
     aya_log_ebpf::debug!(
@@ -103,10 +237,23 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
     );
     #[cfg(not(feature = "debug"))]
     let _ = ctx;
-    let key = SyncKey {
-        syscall: start.syscall,
-        dev: start.dev,
-    };
+    if syscall == SyncSyscall::SyncFileRange {
+        let key = SfrKey {
+            dev: start.dev,
+            flags: start.flags,
+        };
+        if let Some(count) = value_or_insert(&SFR_CALLS, &key, &0) {
+            // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
+            unsafe { *count += 1 };
+        }
+    }
+    record_latency(start.syscall, start.dev, ns);
+}
+
+/// Records one sync call's duration under (call, device).
+#[inline(always)]
+pub(crate) fn record_latency(syscall: u32, dev: u32, ns: u64) {
+    let key = SyncKey { syscall, dev };
     if let Some(hist) = value_or_insert(&SYNC_CALL_LATENCY, &key, &Log2Hist::ZERO) {
         // SAFETY: the pointer is this CPU's value in a per-CPU map, valid for this program run.
         record(unsafe { &mut *hist }, ns);

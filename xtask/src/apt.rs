@@ -22,6 +22,9 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         "e2fsprogs".into(),
         "util-linux".into(), // losetup, setpriv
         "fio".into(),
+        // The kernel tier compiles a small liburing helper (gcc) that issues io_uring fsync,
+        // fdatasync and sync_file_range requests.
+        "liburing-dev".into(),
         // Inspecting loaded programs and cross-checking probes by hand and in tests.
         "bpftool".into(),
         "bpftrace".into(),

@@ -9,6 +9,7 @@ use crate::{metrics::MapErrors, probes::ProbeSpec};
 
 pub mod filesystems;
 pub mod journal;
+pub mod submissions;
 pub mod sync_calls;
 pub mod writeback;
 
@@ -55,5 +56,6 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(sync_calls::SyncCalls::default()),
         Box::new(journal::Journal::default()),
         Box::new(filesystems::Filesystems),
+        Box::new(submissions::Submissions::default()),
     ]
 }

@@ -6,5 +6,7 @@
 mod degrade;
 mod harness;
 mod journal;
+mod submissions;
+mod sync_all_calls;
 mod sync_calls;
 mod writeback;
