@@ -7,6 +7,7 @@ use prometheus::core::Collector;
 
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
+pub mod block;
 pub mod sync_calls;
 pub mod writeback;
 
@@ -51,5 +52,6 @@ pub fn all() -> Vec<Box<dyn Family>> {
     vec![
         Box::new(writeback::WritebackWork::default()),
         Box::new(sync_calls::SyncCalls::default()),
+        Box::new(block::Block::default()),
     ]
 }
