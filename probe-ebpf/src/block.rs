@@ -23,8 +23,8 @@ use aya_ebpf::{
 };
 use probe_common::{
     block::{
-        BioCounts, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME,
-        HAS_START_TIME, HAS_STATS_FLAG, RqCounts,
+        BioCounts, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC,
+        HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, RqCounts,
     },
     hist::Log2Hist,
 };
@@ -37,7 +37,8 @@ static BLOCK_LAYOUT: Global<BlockLayout> = Global::new(BlockLayout::ZERO);
 
 /// Request counters by (dev, op, sync). Feeds requests, bytes, request-level flags and errors.
 #[map]
-static BLOCK_RQ_COUNTS: PerCpuHashMap<BlockKey, RqCounts> = PerCpuHashMap::with_max_entries(4096, 0);
+static BLOCK_RQ_COUNTS: PerCpuHashMap<BlockKey, RqCounts> =
+    PerCpuHashMap::with_max_entries(4096, 0);
 
 /// Bio counters by (dev, op). Feeds bio-level flags.
 #[map]
@@ -167,10 +168,7 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
         let start: u64 = read(rq_addr + l.rq_start_time_ns as u64).unwrap_or(0);
         // 0: the kernel did not need a timestamp for this request (no iostats, no elevator).
         if start != 0 && t >= start {
-            let key = BlockKey {
-                sync: 0,
-                ..rq.key
-            };
+            let key = BlockKey { sync: 0, ..rq.key };
             if let Some(h) = value_or_insert(&BLOCK_QUEUE_LATENCY, &key, &Log2Hist::ZERO) {
                 // SAFETY: as above.
                 record(unsafe { &mut *h }, t - start);

@@ -318,10 +318,13 @@ impl Btf {
             event: event.to_owned(),
             struct_name: struct_name.to_owned(),
         };
-        let id = self.ids(&typedef).next().ok_or_else(|| BtfError::TypeNotFound {
-            name: typedef.clone(),
-            kind: "typedef",
-        })?;
+        let id = self
+            .ids(&typedef)
+            .next()
+            .ok_or_else(|| BtfError::TypeNotFound {
+                name: typedef.clone(),
+                kind: "typedef",
+            })?;
         let Some(Type {
             kind: Kind::Ptr,
             size_or_type: proto,
@@ -349,7 +352,9 @@ impl Btf {
             let Some(pointee) = self.get(self.resolve(*target)?) else {
                 continue;
             };
-            if matches!(pointee.kind, Kind::Composite(_)) && self.str_at(pointee.name_off)? == struct_name {
+            if matches!(pointee.kind, Kind::Composite(_))
+                && self.str_at(pointee.name_off)? == struct_name
+            {
                 return u32::try_from(index).map_err(|_| not_found());
             }
         }

@@ -144,7 +144,11 @@ impl Collector for BlockCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        build(&self.read(), &self.op_labels, &devices::label_for_kernel_dev)
+        build(
+            &self.read(),
+            &self.op_labels,
+            &devices::label_for_kernel_dev,
+        )
     }
 }
 
@@ -222,17 +226,10 @@ pub fn build(
     for ((d, o), h) in &queue {
         queue_family.add_log2_histogram(&[("device", d.as_str()), ("op", *o)], h);
     }
-    [
-        requests,
-        bytes,
-        flags,
-        latency_family,
-        queue_family,
-        errors,
-    ]
-    .into_iter()
-    .filter_map(MetricBuilder::finish)
-    .collect()
+    [requests, bytes, flags, latency_family, queue_family, errors]
+        .into_iter()
+        .filter_map(MetricBuilder::finish)
+        .collect()
 }
 
 fn add_flags(

@@ -35,7 +35,9 @@ pub fn resolve(btf: &Btf) -> Resolved {
     let mut layout = BlockLayout::ZERO;
     let common = resolve_common(btf, &mut layout);
     resolve_flags(btf, &mut layout);
-    let rq = common.clone().and_then(|()| resolve_request(btf, &mut layout));
+    let rq = common
+        .clone()
+        .and_then(|()| resolve_request(btf, &mut layout));
     let bio = common.and_then(|()| resolve_bio(btf, &mut layout));
     layout.rq_resolved = u32::from(rq.is_ok());
     layout.bio_resolved = u32::from(bio.is_ok());
@@ -58,7 +60,9 @@ fn resolve_common(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
     // mask follows from the first flag bit rather than from a REQ_OP_BITS we would have to assume.
     let op_bits = enum_u32(btf, "req_flag_bits", "__REQ_FAILFAST_DEV")?;
     if !(1..32).contains(&op_bits) {
-        return Err(format!("__REQ_FAILFAST_DEV = {op_bits} is not a plausible op width"));
+        return Err(format!(
+            "__REQ_FAILFAST_DEV = {op_bits} is not a plausible op width"
+        ));
     }
     l.op_mask = (1u32 << op_bits) - 1;
     // `enum req_op` since 6.0, `enum req_opf` before.
@@ -145,7 +149,9 @@ fn arg_index(btf: &Btf, event: &str, struct_name: &str) -> Result<u32, String> {
         .map_err(|e| e.to_string())?;
     // The probes read the pointer from argument 0 or 1.
     if index > 1 {
-        return Err(format!("tp_btf {event}: `struct {struct_name} *` is argument {index}"));
+        return Err(format!(
+            "tp_btf {event}: `struct {struct_name} *` is argument {index}"
+        ));
     }
     Ok(index)
 }
@@ -176,7 +182,11 @@ mod tests {
         let r = resolve(&btf);
         assert_eq!(r.rq, Ok(()));
         assert_eq!(r.bio, Ok(()));
-        assert!(r.layout.flag_masks.iter().all(|m| *m != 0), "{:?}", r.layout.flag_masks);
+        assert!(
+            r.layout.flag_masks.iter().all(|m| *m != 0),
+            "{:?}",
+            r.layout.flag_masks
+        );
         assert_eq!(r.layout.op_mask, 0xff);
         assert_eq!(r.layout.flag_masks[0], 1 << 11, "__REQ_SYNC");
         assert_eq!(r.op_labels.get(&2), Some(&"flush"));

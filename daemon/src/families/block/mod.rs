@@ -9,8 +9,7 @@ use aya::{
     maps::{MapData, PerCpuHashMap},
 };
 use probe_common::block::{
-    BLOCK_LAYOUT_GLOBAL, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME,
-    HAS_STATS_FLAG,
+    BLOCK_LAYOUT_GLOBAL, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
 };
 use prometheus::core::Collector;
 
@@ -89,7 +88,11 @@ impl Family for Block {
             format!(
                 "block: request device from {}, issue→complete latency from {latency}, queue \
                  latency {}; request argument #{} of block_rq_issue",
-                if on(DISK_IN_REQUEST) { "rq->rq_disk" } else { "rq->q->disk" },
+                if on(DISK_IN_REQUEST) {
+                    "rq->rq_disk"
+                } else {
+                    "rq->q->disk"
+                },
                 if on(HAS_START_TIME) {
                     "from rq->start_time_ns"
                 } else {

@@ -19,9 +19,15 @@ fn counts(requests: u64, bytes: u64, errors: u64, flags: &[usize]) -> RqCounts {
 }
 
 fn labels() -> BTreeMap<u32, &'static str> {
-    [(0, "read"), (1, "write"), (2, "flush"), (3, "discard"), (9, "write_zeroes")]
-        .into_iter()
-        .collect()
+    [
+        (0, "read"),
+        (1, "write"),
+        (2, "flush"),
+        (3, "discard"),
+        (9, "write_zeroes"),
+    ]
+    .into_iter()
+    .collect()
 }
 
 /// The value of the sample of `family` whose labels include all of `want`.
@@ -74,11 +80,26 @@ fn sums_sync_away_and_folds_unknown_ops_into_other() {
         Some(3.0)
     );
     let flag = |f, level| [w[0], w[1], ("flag", f), ("level", level)];
-    assert_eq!(value(&families, FLAGS_TOTAL, &flag("sync", "request")), Some(2.0));
-    assert_eq!(value(&families, FLAGS_TOTAL, &flag("idle", "request")), Some(2.0));
-    assert_eq!(value(&families, FLAGS_TOTAL, &flag("meta", "request")), Some(0.0));
-    assert_eq!(value(&families, FLAGS_TOTAL, &flag("fua", "bio")), Some(1.0));
-    assert_eq!(value(&families, FLAGS_TOTAL, &flag("preflush", "bio")), Some(1.0));
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("sync", "request")),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("idle", "request")),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("meta", "request")),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("fua", "bio")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("preflush", "bio")),
+        Some(1.0)
+    );
     assert_eq!(value(&families, ERRORS, &w), Some(1.0));
     assert_eq!(value(&families, LATENCY, &sync("true")), Some(2.0));
     assert_eq!(value(&families, QUEUE, &w), Some(1.0));
