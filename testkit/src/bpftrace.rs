@@ -78,10 +78,7 @@ impl Bpftrace {
             if self.output().lines().any(|l| l == READY) {
                 return Ok(());
             }
-            let exited = match self.child.as_mut().map(Child::try_wait) {
-                Some(Ok(None)) => false,
-                _ => true,
-            };
+            let exited = !matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)));
             if exited || Instant::now() > deadline {
                 let stderr = self.finish();
                 return Err(Error::Command {
