@@ -21,6 +21,10 @@ const PROBES: &[&str] = &[
     "sys_exit_fsync",
     "sys_enter_fdatasync",
     "sys_exit_fdatasync",
+    "block_rq_issue",
+    "block_rq_requeue",
+    "block_rq_complete",
+    "block_bio_queue",
 ];
 
 fn binary() -> PathBuf {
