@@ -8,8 +8,9 @@
 //!
 //! Issue → complete latency is map-free where the kernel stamps `rq->io_start_time_ns`
 //! (`blk_mq_start_request`, right after the issue tracepoint, when `QUEUE_FLAG_STATS` is set and
-//! the request is not passthrough); otherwise issue stores its time in an LRU map keyed by the
-//! request's address. Completion counts each request once: a partial completion
+//! the request is not passthrough; since 6.9 it may be the plug's cached time, a little before
+//! the tracepoint); otherwise issue stores its time in an LRU map keyed by the request's
+//! address. Completion counts each request once: a partial completion
 //! (`nr_bytes < __data_len`) is not the end, and a zero-byte completion of a read or write is the
 //! flush machinery completing a request a second time (`blk_flush_complete_seq` ends the data
 //! request again after the post-flush) or ending an empty pre-flush that never reached the driver.
