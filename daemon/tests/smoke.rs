@@ -67,25 +67,34 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Names of loaded BPF programs, as `bpftool prog show` prints them (truncated to 15 bytes).
-fn loaded_program_names() -> Vec<String> {
+/// Ids of the BPF programs process `pid` holds open, from its fdinfo (`prog_id:` lines). Per
+/// process, so other BPF users on the host cannot confuse the test.
+fn program_ids_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .collect()
+}
+
+/// Ids of every BPF program loaded on the host, from `bpftool prog show` (`<id>: <type> …`).
+fn loaded_program_ids() -> Vec<u32> {
     let output = Command::new("bpftool")
         .args(["prog", "show"])
         .output()
         .expect("run bpftool (installed by cargo xtask setup)");
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter_map(|line| line.split("name ").nth(1))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .map(str::to_owned)
+        .filter_map(|line| line.split_once(':'))
+        .filter_map(|(id, _)| id.trim().parse().ok())
         .collect()
-}
-
-fn wbscope_programs_loaded(probes: &[String]) -> usize {
-    loaded_program_names()
-        .iter()
-        .filter(|name| probes.iter().any(|p| p.starts_with(name.as_str())))
-        .count()
 }
 
 #[test]
@@ -142,9 +151,10 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         probes.len() as f64,
         "every probe reports attached"
     );
+    let ours = program_ids_of(pid);
     assert!(
-        wbscope_programs_loaded(&probes) >= probes.len(),
-        "programs visible while running"
+        ours.len() >= probes.len(),
+        "programs held while running: {ours:?}"
     );
 
     // promtool (Debian's prometheus package) validates the exposition.
@@ -180,11 +190,11 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         output.status,
         stderr(&output)
     );
-    assert_eq!(
-        wbscope_programs_loaded(&probes),
-        0,
-        "programs left loaded after exit"
-    );
+    let left: Vec<u32> = loaded_program_ids()
+        .into_iter()
+        .filter(|id| ours.contains(id))
+        .collect();
+    assert!(left.is_empty(), "programs left loaded after exit: {left:?}");
 }
 
 #[test]
@@ -257,24 +267,32 @@ fn unprivileged_run_names_the_missing_privilege() {
     }
 }
 
-fn tracefs_mounted() -> bool {
+/// Mount points of every tracefs mount (mountinfo field 5, for lines whose type is tracefs).
+fn tracefs_mounts() -> Vec<String> {
     std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|m| m.lines().any(|l| l.contains(" - tracefs ")))
-        .unwrap_or(false)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" - tracefs "))
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_owned))
+        .collect()
+}
+
+fn tracefs_mounted() -> bool {
+    !tracefs_mounts().is_empty()
 }
 
 /// On a fresh host tracefs is often not mounted: wbscope mounts it rather than failing.
 #[test]
 #[ignore = "needs root and the release binary: run with cargo xtask test"]
 fn tracefs_is_mounted_when_missing() {
-    // Unmount every tracefs mount (a busy one makes this test inconclusive, so it says so).
-    while tracefs_mounted() {
+    // Unmount every tracefs mount; a busy one makes this test inconclusive, and it says so.
+    for mountpoint in tracefs_mounts() {
         let status = Command::new("umount")
-            .arg("/sys/kernel/tracing")
+            .arg(&mountpoint)
             .status()
             .expect("run umount");
         if !status.success() {
-            eprintln!("tracefs is busy and cannot be unmounted; the mount path is not exercised");
+            eprintln!("tracefs at {mountpoint} is busy; the mount path is not exercised");
             return;
         }
     }

@@ -6,6 +6,7 @@
 //! globals.
 #![no_std]
 
+pub mod block;
 pub mod hist;
 pub mod journal;
 pub mod layout;

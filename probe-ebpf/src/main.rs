@@ -7,6 +7,7 @@
 #![no_std]
 #![no_main]
 
+mod block;
 mod fd_dev;
 mod globals;
 mod hist;

@@ -7,6 +7,7 @@
 //! Whatever cannot be undone is reported on stderr. Most fixtures need root; tests call
 //! [`require_root`] first and return early when it is false.
 
+pub mod bpftrace;
 mod error;
 mod loopfs;
 pub mod metrics;
@@ -18,6 +19,7 @@ pub mod workload;
 #[cfg(test)]
 mod root_tests;
 
+pub use bpftrace::Bpftrace;
 pub use error::{Error, Result};
 pub use loopfs::{FsKind, LoopFs};
 pub use metrics::{Scrape, scrape, wait_until};

@@ -7,6 +7,7 @@ use prometheus::core::Collector;
 
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
+pub mod block;
 pub mod filesystems;
 pub mod journal;
 pub mod submissions;
@@ -57,5 +58,6 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(journal::Journal::default()),
         Box::new(filesystems::Filesystems),
         Box::new(submissions::Submissions::default()),
+        Box::new(block::Block::default()),
     ]
 }

@@ -67,6 +67,20 @@ pub enum BtfError {
         /// BTF id of the offending type.
         type_id: u32,
     },
+    /// No enum, named or anonymous, has an enumerator with this name.
+    #[error("BTF has no enumerator `{variant}`")]
+    EnumeratorNotFound {
+        /// Requested enumerator.
+        variant: String,
+    },
+    /// The tracepoint's `btf_trace_<event>` prototype has no parameter pointing to this struct.
+    #[error("tp_btf {event} has no `struct {struct_name} *` argument")]
+    NoSuchArgument {
+        /// Tracepoint name.
+        event: String,
+        /// Struct the argument should point to.
+        struct_name: String,
+    },
     /// The enum exists but has no enumerator with this name.
     #[error("enum `{enum_name}` has no variant `{variant}`")]
     VariantNotFound {
@@ -111,7 +125,9 @@ enum Kind {
     /// TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG: `size_or_type` is the referenced id.
     Ref,
     Float,
-    /// FUNC, FUNC_PROTO, VAR, DATASEC, DECL_TAG: never the type of a struct member we size.
+    /// FUNC_PROTO: the parameter type ids (for tp_btf prototypes).
+    FuncProto(Vec<u32>),
+    /// FUNC, VAR, DATASEC, DECL_TAG: never the type of a struct member we size.
     Other,
 }
 
@@ -275,6 +291,76 @@ impl Btf {
             .collect()
     }
 
+    /// Value of the enumerator `variant` in whichever enum declares it, named or anonymous (some
+    /// kernel constants, e.g. `QUEUE_FLAG_*`, live in anonymous enums).
+    pub fn enumerator_value(&self, variant: &str) -> Result<i64, BtfError> {
+        for ty in &self.types {
+            if let Kind::Enum(values) = &ty.kind {
+                for &(off, value) in values {
+                    if self.str_at(off)? == variant {
+                        return Ok(value);
+                    }
+                }
+            }
+        }
+        Err(BtfError::EnumeratorNotFound {
+            variant: variant.to_owned(),
+        })
+    }
+
+    /// Index (from 0, after the hidden `void *` context) of the first argument of tp_btf `event`
+    /// that is a pointer to `struct struct_name`, from the `btf_trace_<event>` typedef. This is
+    /// how probes follow prototype changes such as `block_rq_issue(q, rq)` becoming
+    /// `block_rq_issue(rq)` in 5.11.
+    pub fn tp_btf_arg_index(&self, event: &str, struct_name: &str) -> Result<u32, BtfError> {
+        let typedef = format!("btf_trace_{event}");
+        let not_found = || BtfError::NoSuchArgument {
+            event: event.to_owned(),
+            struct_name: struct_name.to_owned(),
+        };
+        let id = self
+            .ids(&typedef)
+            .next()
+            .ok_or_else(|| BtfError::TypeNotFound {
+                name: typedef.clone(),
+                kind: "typedef",
+            })?;
+        let Some(Type {
+            kind: Kind::Ptr,
+            size_or_type: proto,
+            ..
+        }) = self.get(self.resolve(id)?)
+        else {
+            return Err(not_found());
+        };
+        let Some(Type {
+            kind: Kind::FuncProto(params),
+            ..
+        }) = self.get(self.resolve(*proto)?)
+        else {
+            return Err(not_found());
+        };
+        for (index, param) in params.iter().skip(1).enumerate() {
+            let Some(Type {
+                kind: Kind::Ptr,
+                size_or_type: target,
+                ..
+            }) = self.get(self.resolve(*param)?)
+            else {
+                continue;
+            };
+            let Some(pointee) = self.get(self.resolve(*target)?) else {
+                continue;
+            };
+            if matches!(pointee.kind, Kind::Composite(_))
+                && self.str_at(pointee.name_off)? == struct_name
+            {
+                return u32::try_from(index).map_err(|_| not_found());
+            }
+        }
+        Err(not_found())
+    }
+
     /// True if a type of any kind with this name exists (e.g. "btf_trace_block_rq_issue" typedef).
     pub fn has_type(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
@@ -417,7 +503,7 @@ impl Btf {
                 ),
                 None => None,
             },
-            Kind::Fwd | Kind::Ref | Kind::Other => None,
+            Kind::Fwd | Kind::Ref | Kind::FuncProto(_) | Kind::Other => None,
         })
     }
 }
@@ -482,10 +568,14 @@ fn read_type(rd: &mut Reader<'_>) -> Result<Type, BtfError> {
         7 => Kind::Fwd,
         8..=11 | 18 => Kind::Ref,
         12 => Kind::Other,
-        13 => {
-            rd.skip(vlen, 8)?;
-            Kind::Other
-        }
+        13 => Kind::FuncProto(
+            (0..vlen)
+                .map(|_| {
+                    let _name_off = rd.u32()?;
+                    rd.u32()
+                })
+                .collect::<Result<_, BtfError>>()?,
+        ),
         14 | 17 => {
             rd.skip(1, 4)?;
             Kind::Other
@@ -852,6 +942,43 @@ mod tests {
             let variant = format!("WB_REASON_{}", name.to_uppercase());
             assert_eq!(btf.enum_value("wb_reason", &variant)?, value, "{variant}");
         }
+        Ok(())
+    }
+
+    /// tp_btf prototypes: the `struct request *` argument is found whether or not a
+    /// `struct request_queue *` precedes it (the 5.11 change), and anonymous enumerators resolve.
+    #[test]
+    fn tp_btf_argument_index_and_anonymous_enumerators() -> Result<(), BtfError> {
+        let mut b = Builder::new();
+        let void_ptr = b.ty("", 2, false, 0, 0);
+        let rq = b.ty("request", 4, false, 0, 8);
+        let q = b.ty("request_queue", 4, false, 0, 8);
+        let rq_ptr = b.ty("", 2, false, 0, rq);
+        let q_ptr = b.ty("", 2, false, 0, q);
+        let new_proto = b.ty("", 13, false, 2, 0);
+        b.words(&[0, void_ptr, 0, rq_ptr]);
+        let old_proto = b.ty("", 13, false, 3, 0);
+        b.words(&[0, void_ptr, 0, q_ptr, 0, rq_ptr]);
+        let new_fn = b.ty("", 2, false, 0, new_proto);
+        let old_fn = b.ty("", 2, false, 0, old_proto);
+        b.ty("btf_trace_new", 8, false, 0, new_fn);
+        b.ty("btf_trace_old", 8, false, 0, old_fn);
+        b.ty("", 6, false, 2, 4);
+        for (n, v) in [("QUEUE_FLAG_DYING", 0u32), ("QUEUE_FLAG_STATS", 7)] {
+            let off = b.s(n);
+            b.words(&[off, v]);
+        }
+        let btf = Btf::parse(&b.build())?;
+        assert_eq!(btf.tp_btf_arg_index("new", "request")?, 0);
+        assert_eq!(btf.tp_btf_arg_index("old", "request")?, 1);
+        assert_eq!(btf.tp_btf_arg_index("old", "request_queue")?, 0);
+        assert!(matches!(
+            btf.tp_btf_arg_index("new", "bio"),
+            Err(BtfError::NoSuchArgument { .. })
+        ));
+        assert!(btf.tp_btf_arg_index("missing", "request").is_err());
+        assert_eq!(btf.enumerator_value("QUEUE_FLAG_STATS")?, 7);
+        assert!(btf.enumerator_value("QUEUE_FLAG_NOPE").is_err());
         Ok(())
     }
 }

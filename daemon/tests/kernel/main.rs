@@ -3,6 +3,7 @@
 //! own device. Run as root through `cargo xtask test` (they are `#[ignore]`d otherwise, so
 //! nothing privileged runs by accident).
 
+mod block;
 mod degrade;
 mod harness;
 mod journal;

@@ -1,0 +1,256 @@
+//! Turning the block maps into `wbscope_block_*` metric families at scrape time.
+//!
+//! Keys carry the raw `req_op` value; several raw ops share the `other` label, and the flag and
+//! error metrics have no `sync` label, so values are summed per label set before export.
+
+use std::collections::BTreeMap;
+
+use aya::maps::{MapData, PerCpuHashMap};
+use probe_common::{
+    block::{BioCounts, BlockKey, FLAGS, RqCounts},
+    hist::Log2Hist,
+};
+use prometheus::{
+    core::{Collector, Desc},
+    proto::MetricFamily,
+};
+
+use crate::{
+    kernel::devices,
+    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+};
+
+/// Map names in the eBPF object.
+pub const RQ_COUNTS: &str = "BLOCK_RQ_COUNTS";
+pub const BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
+pub const RQ_LATENCY: &str = "BLOCK_RQ_LATENCY";
+pub const QUEUE_LATENCY: &str = "BLOCK_QUEUE_LATENCY";
+
+const REQUESTS: &str = "wbscope_block_requests_total";
+const BYTES: &str = "wbscope_block_request_bytes_total";
+const FLAGS_TOTAL: &str = "wbscope_block_flags_total";
+const LATENCY: &str = "wbscope_block_request_latency_seconds";
+const QUEUE: &str = "wbscope_block_queue_latency_seconds";
+const ERRORS: &str = "wbscope_block_request_errors_total";
+
+/// Names and help texts (METRICS.md is the contract).
+const FAMILIES: &[(&str, &str)] = &[
+    (
+        REQUESTS,
+        "Block requests issued to the driver (each block_rq_issue event; a requeued request counts \
+         again when re-issued), by op and REQ_SYNC. Empty pre-flush writes that the kernel's flush \
+         machinery completes without issuing are not counted, unlike in /sys/block/<dev>/stat.",
+    ),
+    (
+        BYTES,
+        "Bytes of the requests counted in wbscope_block_requests_total (data length at issue).",
+    ),
+    (
+        FLAGS_TOTAL,
+        "REQ_* flag counts: level=\"bio\" per bio at block_bio_queue (what the filesystem asked \
+         for), level=\"request\" per request at issue (what reached the driver after flush \
+         emulation).",
+    ),
+    (
+        LATENCY,
+        "Block request latency from issue to completion, each request once.",
+    ),
+    (
+        QUEUE,
+        "Block request time from allocation (rq->start_time_ns, includes plugging and the I/O \
+         scheduler) to issue.",
+    ),
+    (ERRORS, "Block requests completed with an error status."),
+];
+
+/// The family's maps; `None` when missing from the object (counted as a read error).
+pub struct Maps {
+    pub rq_counts: Option<PerCpuHashMap<MapData, BlockKey, RqCounts>>,
+    pub bio_counts: Option<PerCpuHashMap<MapData, BlockKey, BioCounts>>,
+    pub rq_latency: Option<PerCpuHashMap<MapData, BlockKey, Log2Hist>>,
+    pub queue_latency: Option<PerCpuHashMap<MapData, BlockKey, Log2Hist>>,
+}
+
+/// Everything read from the maps in one scrape, CPUs already summed.
+#[derive(Default)]
+pub struct Snapshot {
+    pub rq_counts: Vec<(BlockKey, RqCounts)>,
+    pub bio_counts: Vec<(BlockKey, BioCounts)>,
+    pub rq_latency: Vec<(BlockKey, Log2Hist)>,
+    pub queue_latency: Vec<(BlockKey, Log2Hist)>,
+}
+
+/// Collector of the `wbscope_block_*` families.
+pub struct BlockCollector {
+    maps: Maps,
+    op_labels: BTreeMap<u32, &'static str>,
+    errors: MapErrors,
+    descs: Vec<Desc>,
+}
+
+impl BlockCollector {
+    pub fn new(maps: Maps, op_labels: BTreeMap<u32, &'static str>, errors: MapErrors) -> Self {
+        BlockCollector {
+            maps,
+            op_labels,
+            errors,
+            descs: describe(FAMILIES),
+        }
+    }
+
+    fn read(&self) -> Snapshot {
+        let e = &self.errors;
+        let hist = |acc: &mut Log2Hist, v: &Log2Hist| acc.merge(v);
+        Snapshot {
+            rq_counts: read_per_cpu_hash(
+                RQ_COUNTS,
+                self.maps.rq_counts.as_ref(),
+                e,
+                |acc: &mut RqCounts, v| acc.merge(v),
+                RqCounts::ZERO,
+            )
+            .unwrap_or_default(),
+            bio_counts: read_per_cpu_hash(
+                BIO_COUNTS,
+                self.maps.bio_counts.as_ref(),
+                e,
+                |acc: &mut BioCounts, v| acc.merge(v),
+                BioCounts::ZERO,
+            )
+            .unwrap_or_default(),
+            rq_latency: read_per_cpu_hash(
+                RQ_LATENCY,
+                self.maps.rq_latency.as_ref(),
+                e,
+                hist,
+                Log2Hist::ZERO,
+            )
+            .unwrap_or_default(),
+            queue_latency: read_per_cpu_hash(
+                QUEUE_LATENCY,
+                self.maps.queue_latency.as_ref(),
+                e,
+                hist,
+                Log2Hist::ZERO,
+            )
+            .unwrap_or_default(),
+        }
+    }
+}
+
+impl Collector for BlockCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        build(
+            &self.read(),
+            &self.op_labels,
+            &devices::label_for_kernel_dev,
+        )
+    }
+}
+
+/// Label sets: (device, op, sync) and (device, op).
+type RqLabels = (String, &'static str, &'static str);
+type DevOp = (String, &'static str);
+
+fn sync_label(sync: u16) -> &'static str {
+    if sync != 0 { "true" } else { "false" }
+}
+
+/// Builds the metric families from a snapshot; `device` names a kernel dev_t.
+pub fn build(
+    snap: &Snapshot,
+    op_labels: &BTreeMap<u32, &'static str>,
+    device: &dyn Fn(u32) -> String,
+) -> Vec<MetricFamily> {
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+    let mut dev = |d: u32| names.entry(d).or_insert_with(|| device(d)).clone();
+    let op = |raw: u16| op_labels.get(&u32::from(raw)).copied().unwrap_or("other");
+
+    let mut counts: BTreeMap<RqLabels, RqCounts> = BTreeMap::new();
+    let mut rq_flags: BTreeMap<DevOp, RqCounts> = BTreeMap::new();
+    for (k, v) in &snap.rq_counts {
+        let (d, o) = (dev(k.dev), op(k.op));
+        counts
+            .entry((d.clone(), o, sync_label(k.sync)))
+            .or_insert(RqCounts::ZERO)
+            .merge(v);
+        rq_flags.entry((d, o)).or_insert(RqCounts::ZERO).merge(v);
+    }
+    let mut bio_flags: BTreeMap<DevOp, BioCounts> = BTreeMap::new();
+    for (k, v) in &snap.bio_counts {
+        bio_flags
+            .entry((dev(k.dev), op(k.op)))
+            .or_insert(BioCounts::ZERO)
+            .merge(v);
+    }
+    let mut latency: BTreeMap<RqLabels, Log2Hist> = BTreeMap::new();
+    for (k, v) in &snap.rq_latency {
+        latency
+            .entry((dev(k.dev), op(k.op), sync_label(k.sync)))
+            .or_insert(Log2Hist::ZERO)
+            .merge(v);
+    }
+    let mut queue: BTreeMap<DevOp, Log2Hist> = BTreeMap::new();
+    for (k, v) in &snap.queue_latency {
+        queue
+            .entry((dev(k.dev), op(k.op)))
+            .or_insert(Log2Hist::ZERO)
+            .merge(v);
+    }
+
+    let mut requests = MetricBuilder::counter(REQUESTS, FAMILIES);
+    let mut bytes = MetricBuilder::counter(BYTES, FAMILIES);
+    for ((d, o, s), c) in &counts {
+        let labels = [("device", d.as_str()), ("op", *o), ("sync", *s)];
+        requests.add_counter(&labels, c.requests as f64);
+        bytes.add_counter(&labels, c.bytes as f64);
+    }
+    let mut flags = MetricBuilder::counter(FLAGS_TOTAL, FAMILIES);
+    let mut errors = MetricBuilder::counter(ERRORS, FAMILIES);
+    for ((d, o), c) in &rq_flags {
+        add_flags(&mut flags, d, o, "request", &c.flags);
+        errors.add_counter(&[("device", d.as_str()), ("op", *o)], c.errors as f64);
+    }
+    for ((d, o), c) in &bio_flags {
+        add_flags(&mut flags, d, o, "bio", &c.flags);
+    }
+    let mut latency_family = MetricBuilder::histogram(LATENCY, FAMILIES);
+    for ((d, o, s), h) in &latency {
+        latency_family.add_log2_histogram(&[("device", d.as_str()), ("op", *o), ("sync", *s)], h);
+    }
+    let mut queue_family = MetricBuilder::histogram(QUEUE, FAMILIES);
+    for ((d, o), h) in &queue {
+        queue_family.add_log2_histogram(&[("device", d.as_str()), ("op", *o)], h);
+    }
+    [requests, bytes, flags, latency_family, queue_family, errors]
+        .into_iter()
+        .filter_map(MetricBuilder::finish)
+        .collect()
+}
+
+fn add_flags(
+    family: &mut MetricBuilder,
+    device: &str,
+    op: &str,
+    level: &str,
+    counts: &[u64; FLAGS.len()],
+) {
+    for ((flag, _), n) in FLAGS.iter().zip(counts) {
+        family.add_counter(
+            &[
+                ("device", device),
+                ("op", op),
+                ("flag", flag),
+                ("level", level),
+            ],
+            *n as f64,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+use super::*;
+use prometheus::proto::MetricFamily;
+
+const DEV: u32 = (7 << 20) | 3;
+
+fn key(op: u16, sync: u16) -> BlockKey {
+    BlockKey { dev: DEV, op, sync }
+}
+
+fn counts(requests: u64, bytes: u64, errors: u64, flags: &[usize]) -> RqCounts {
+    let mut c = RqCounts::ZERO;
+    c.requests = requests;
+    c.bytes = bytes;
+    c.errors = errors;
+    for f in flags {
+        c.flags[*f] = requests;
+    }
+    c
+}
+
+fn labels() -> BTreeMap<u32, &'static str> {
+    [
+        (0, "read"),
+        (1, "write"),
+        (2, "flush"),
+        (3, "discard"),
+        (9, "write_zeroes"),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// The value of the sample of `family` whose labels include all of `want`.
+fn value(families: &[MetricFamily], family: &str, want: &[(&str, &str)]) -> Option<f64> {
+    let f = families.iter().find(|f| f.name() == family)?;
+    f.get_metric()
+        .iter()
+        .find(|m| {
+            want.iter().all(|(n, v)| {
+                m.get_label()
+                    .iter()
+                    .any(|l| l.name() == *n && l.value() == *v)
+            })
+        })
+        .map(|m| match f.get_field_type() {
+            prometheus::proto::MetricType::HISTOGRAM => m.get_histogram().get_sample_count() as f64,
+            _ => m.get_counter().value(),
+        })
+}
+
+#[test]
+fn sums_sync_away_and_folds_unknown_ops_into_other() {
+    let mut lat = Log2Hist::ZERO;
+    lat.record(50_000);
+    let snap = Snapshot {
+        rq_counts: vec![
+            (key(1, 1), counts(2, 8192, 0, &[0, 4])),
+            (key(1, 0), counts(1, 4096, 1, &[])),
+            (key(34, 0), counts(1, 0, 0, &[])),
+            (key(35, 0), counts(2, 0, 0, &[])),
+        ],
+        bio_counts: vec![(key(1, 0), {
+            let mut b = BioCounts::ZERO;
+            b.bios = 3;
+            b.flags[2] = 1; // fua
+            b.flags[3] = 1; // preflush
+            b
+        })],
+        rq_latency: vec![(key(1, 1), lat), (key(1, 1), lat)],
+        queue_latency: vec![(key(1, 0), lat)],
+    };
+    let families = build(&snap, &labels(), &|d| format!("loop{}", d & 0xfffff));
+    let w = [("device", "loop3"), ("op", "write")];
+    let sync = |s| [w[0], w[1], ("sync", s)];
+    assert_eq!(value(&families, REQUESTS, &sync("true")), Some(2.0));
+    assert_eq!(value(&families, REQUESTS, &sync("false")), Some(1.0));
+    assert_eq!(value(&families, BYTES, &sync("true")), Some(8192.0));
+    assert_eq!(
+        value(&families, REQUESTS, &[("op", "other"), ("sync", "false")]),
+        Some(3.0)
+    );
+    let flag = |f, level| [w[0], w[1], ("flag", f), ("level", level)];
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("sync", "request")),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("idle", "request")),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("meta", "request")),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("fua", "bio")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&families, FLAGS_TOTAL, &flag("preflush", "bio")),
+        Some(1.0)
+    );
+    assert_eq!(value(&families, ERRORS, &w), Some(1.0));
+    assert_eq!(value(&families, LATENCY, &sync("true")), Some(2.0));
+    assert_eq!(value(&families, QUEUE, &w), Some(1.0));
+}
+
+#[test]
+fn empty_maps_give_no_families() {
+    let families = build(&Snapshot::default(), &labels(), &|d| d.to_string());
+    assert!(families.is_empty());
+}

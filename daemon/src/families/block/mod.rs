@@ -1,0 +1,139 @@
+//! Block layer: tp_btf `block_rq_issue`, `block_rq_requeue`, `block_rq_complete` and
+//! `block_bio_queue`, and the `wbscope_block_*` metrics.
+
+mod collector;
+mod layout;
+
+use aya::{
+    Ebpf, EbpfLoader, Pod,
+    maps::{MapData, PerCpuHashMap},
+};
+use probe_common::block::{
+    BLOCK_LAYOUT_GLOBAL, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
+};
+use prometheus::core::Collector;
+
+use super::{CollectorContext, Family, KernelInfo};
+use crate::probes::ProbeSpec;
+
+const PROBES: &[ProbeSpec] = &[
+    ProbeSpec::btf_tracepoint("block_rq_issue", "block_rq_issue"),
+    ProbeSpec::btf_tracepoint("block_rq_requeue", "block_rq_requeue"),
+    ProbeSpec::btf_tracepoint("block_rq_complete", "block_rq_complete"),
+    ProbeSpec::btf_tracepoint("block_bio_queue", "block_bio_queue"),
+];
+
+/// The block-layer family.
+#[derive(Default)]
+pub struct Block {
+    resolved: Option<Result<layout::Resolved, String>>,
+}
+
+impl Family for Block {
+    fn name(&self) -> &'static str {
+        "block"
+    }
+
+    fn probes(&self) -> &'static [ProbeSpec] {
+        PROBES
+    }
+
+    fn resolve(&mut self, kernel: &KernelInfo) {
+        self.resolved = Some(match &kernel.btf {
+            Ok(btf) => Ok(layout::resolve(btf)),
+            Err(why) => Err(format!("no kernel BTF: {why}")),
+        });
+    }
+
+    fn gap(&self, probe: &ProbeSpec) -> Option<String> {
+        let resolved = match &self.resolved {
+            Some(Ok(r)) => r,
+            Some(Err(why)) => return Some(why.clone()),
+            None => return Some("layout not resolved".into()),
+        };
+        let part = if probe.program == "block_bio_queue" {
+            &resolved.bio
+        } else {
+            &resolved.rq
+        };
+        part.as_ref().err().cloned()
+    }
+
+    fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
+        if let Some(Ok(r)) = &self.resolved {
+            loader.override_global(BLOCK_LAYOUT_GLOBAL, &r.layout, true);
+        }
+    }
+
+    fn describe(&self) -> Vec<String> {
+        let Some(Ok(r)) = &self.resolved else {
+            return Vec::new();
+        };
+        let l = &r.layout;
+        let on = |bit: u32| l.features & bit != 0;
+        let latency = if on(HAS_IO_START_TIME) && on(HAS_STATS_FLAG) {
+            "rq->io_start_time_ns where QUEUE_FLAG_STATS is set, in-flight map otherwise"
+        } else {
+            "in-flight map (the kernel's io_start_time_ns is not usable here)"
+        };
+        let flags: Vec<String> = FLAGS
+            .iter()
+            .zip(l.flag_masks)
+            .map(|((label, _), mask)| match mask {
+                0 => format!("{label}=absent"),
+                m => format!("{label}={}", m.trailing_zeros()),
+            })
+            .collect();
+        vec![
+            format!(
+                "block: request device from {}, issue→complete latency from {latency}, queue \
+                 latency {}; request argument #{} of block_rq_issue",
+                if on(DISK_IN_REQUEST) {
+                    "rq->rq_disk"
+                } else {
+                    "rq->q->disk"
+                },
+                if on(HAS_START_TIME) {
+                    "from rq->start_time_ns"
+                } else {
+                    "unavailable"
+                },
+                l.issue_arg,
+            ),
+            format!(
+                "block: op mask {:#x}, flag bits (from BTF) {}",
+                l.op_mask,
+                flags.join(" ")
+            ),
+        ]
+    }
+
+    fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+        let op_labels = match &self.resolved {
+            Some(Ok(r)) => r.op_labels.clone(),
+            _ => Default::default(),
+        };
+        let maps = collector::Maps {
+            rq_counts: take(ebpf, ctx, collector::RQ_COUNTS),
+            bio_counts: take(ebpf, ctx, collector::BIO_COUNTS),
+            rq_latency: take(ebpf, ctx, collector::RQ_LATENCY),
+            queue_latency: take(ebpf, ctx, collector::QUEUE_LATENCY),
+        };
+        vec![Box::new(collector::BlockCollector::new(
+            maps,
+            op_labels,
+            ctx.map_errors.clone(),
+        ))]
+    }
+}
+
+/// Takes a per-CPU hash map out of the object, registering it for read-error counting.
+fn take<K: Pod, V: Pod>(
+    ebpf: &mut Ebpf,
+    ctx: &CollectorContext,
+    name: &'static str,
+) -> Option<PerCpuHashMap<MapData, K, V>> {
+    ctx.map_errors.register(name);
+    ebpf.take_map(name)
+        .and_then(|m| PerCpuHashMap::try_from(m).ok())
+}

@@ -1,0 +1,229 @@
+//! Block layer: the layout global the block probes read, their map keys and values, and the flag
+//! table (label names in a fixed order; the bit each one stands for comes from the running
+//! kernel's BTF `enum req_flag_bits`).
+
+use crate::user_pod;
+
+/// Name of the load-time global holding [`BlockLayout`].
+pub const BLOCK_LAYOUT_GLOBAL: &str = "BLOCK_LAYOUT";
+
+/// Number of request flags wbscope counts.
+pub const FLAG_COUNT: usize = 8;
+
+/// The counted flags: (`flag` label, `enum req_flag_bits` enumerator). The index into this table
+/// is the index into [`BlockLayout::flag_masks`] and into the per-key flag counters.
+pub const FLAGS: [(&str, &str); FLAG_COUNT] = [
+    ("sync", "__REQ_SYNC"),
+    ("meta", "__REQ_META"),
+    ("fua", "__REQ_FUA"),
+    ("preflush", "__REQ_PREFLUSH"),
+    ("idle", "__REQ_IDLE"),
+    ("background", "__REQ_BACKGROUND"),
+    ("rahead", "__REQ_RAHEAD"),
+    ("nowait", "__REQ_NOWAIT"),
+];
+
+/// Index of `sync` in [`FLAGS`]; also what the `sync` label of request series is made of.
+pub const FLAG_SYNC: usize = 0;
+
+/// [`BlockLayout::features`] bit: `request.io_start_time_ns` exists (map-free latency possible).
+pub const HAS_IO_START_TIME: u32 = 1 << 0;
+/// [`BlockLayout::features`] bit: `request.start_time_ns` exists (queue latency).
+pub const HAS_START_TIME: u32 = 1 << 1;
+/// [`BlockLayout::features`] bit: `QUEUE_FLAG_STATS` is known, so issue can tell whether the
+/// kernel will stamp `io_start_time_ns` for this request.
+pub const HAS_STATS_FLAG: u32 = 1 << 2;
+/// [`BlockLayout::features`] bit: the disk is `request.rq_disk` (before 5.17), not `q->disk`.
+pub const DISK_IN_REQUEST: u32 = 1 << 3;
+
+/// Kernel layout for the block probes, resolved from BTF by the daemon.
+///
+/// Offsets are bytes into `struct request`, `struct request_queue`, `struct gendisk`,
+/// `struct bio` and `struct block_device`; `*_arg` are argument indexes (0 or 1) of the tp_btf
+/// prototypes (`block_rq_issue(rq)` since 5.11, `(q, rq)` before).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockLayout {
+    /// Non-zero once the request part below is filled in.
+    pub rq_resolved: u32,
+    /// Non-zero once the bio part below is filled in.
+    pub bio_resolved: u32,
+    /// `HAS_*` / `DISK_IN_REQUEST` bits.
+    pub features: u32,
+    pub rq_q: u32,
+    /// `request.rq_disk` when [`DISK_IN_REQUEST`] is set, else `request_queue.disk`.
+    pub disk: u32,
+    pub rq_cmd_flags: u32,
+    pub rq_data_len: u32,
+    pub rq_start_time_ns: u32,
+    pub rq_io_start_time_ns: u32,
+    pub q_queue_flags: u32,
+    /// `1 << QUEUE_FLAG_STATS` (queue_flags is an unsigned long bitmap; the bit is below 64).
+    pub stats_flag_mask: u64,
+    pub disk_major: u32,
+    pub disk_first_minor: u32,
+    pub bio_bi_opf: u32,
+    pub bio_bi_bdev: u32,
+    pub bdev_bd_dev: u32,
+    /// `REQ_OP_MASK`: `(1 << __REQ_FAILFAST_DEV) - 1`, the flags start right above the op.
+    pub op_mask: u32,
+    pub op_read: u32,
+    pub op_write: u32,
+    /// Passthrough ops (`blk_rq_is_passthrough`): the kernel never stamps their issue time.
+    pub op_drv_in: u32,
+    pub op_drv_out: u32,
+    pub issue_arg: u32,
+    pub requeue_arg: u32,
+    pub bio_queue_arg: u32,
+    /// Explicit padding (`block_rq_complete(rq, error, nr_bytes)` needs no index: `rq` has been
+    /// its first argument since tp_btf exists).
+    pub _reserved: u32,
+    /// `1 << bit` per [`FLAGS`] entry; 0 when the kernel has no such flag.
+    pub flag_masks: [u32; FLAG_COUNT],
+}
+const _: () = assert!(core::mem::size_of::<BlockLayout>() == 24 * 4 + 8 + FLAG_COUNT * 4);
+
+impl BlockLayout {
+    /// Nothing resolved: the probes do nothing.
+    pub const ZERO: BlockLayout = BlockLayout {
+        rq_resolved: 0,
+        bio_resolved: 0,
+        features: 0,
+        rq_q: 0,
+        disk: 0,
+        rq_cmd_flags: 0,
+        rq_data_len: 0,
+        rq_start_time_ns: 0,
+        rq_io_start_time_ns: 0,
+        q_queue_flags: 0,
+        stats_flag_mask: 0,
+        disk_major: 0,
+        disk_first_minor: 0,
+        bio_bi_opf: 0,
+        bio_bi_bdev: 0,
+        bdev_bd_dev: 0,
+        op_mask: 0,
+        op_read: 0,
+        op_write: 0,
+        op_drv_in: 0,
+        op_drv_out: 0,
+        issue_arg: 0,
+        requeue_arg: 0,
+        bio_queue_arg: 0,
+        _reserved: 0,
+        flag_masks: [0; FLAG_COUNT],
+    };
+}
+
+/// Aggregation key of request and bio series: the kernel `dev_t`, the raw `req_op` value, and
+/// REQ_SYNC (0/1; always 0 where the metric has no `sync` label).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockKey {
+    pub dev: u32,
+    pub op: u16,
+    pub sync: u16,
+}
+const _: () = assert!(core::mem::size_of::<BlockKey>() == 8);
+
+/// Per-CPU request counters for one [`BlockKey`], updated at issue and complete.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RqCounts {
+    /// `block_rq_issue` events.
+    pub requests: u64,
+    /// `request.__data_len` at issue.
+    pub bytes: u64,
+    /// Completions with a non-zero status (each request once).
+    pub errors: u64,
+    /// Issued requests carrying each [`FLAGS`] flag in `cmd_flags`.
+    pub flags: [u64; FLAG_COUNT],
+}
+const _: () = assert!(core::mem::size_of::<RqCounts>() == (3 + FLAG_COUNT) * 8);
+
+impl RqCounts {
+    pub const ZERO: RqCounts = RqCounts {
+        requests: 0,
+        bytes: 0,
+        errors: 0,
+        flags: [0; FLAG_COUNT],
+    };
+
+    /// Adds another CPU's (or another key's) counts into this one.
+    pub fn merge(&mut self, other: &RqCounts) {
+        self.requests = self.requests.wrapping_add(other.requests);
+        self.bytes = self.bytes.wrapping_add(other.bytes);
+        self.errors = self.errors.wrapping_add(other.errors);
+        for (mine, theirs) in self.flags.iter_mut().zip(other.flags.iter()) {
+            *mine = mine.wrapping_add(*theirs);
+        }
+    }
+}
+
+/// Per-CPU bio counters for one [`BlockKey`] (sync always 0), updated at `block_bio_queue`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BioCounts {
+    pub bios: u64,
+    /// Bios carrying each [`FLAGS`] flag in `bi_opf`.
+    pub flags: [u64; FLAG_COUNT],
+}
+const _: () = assert!(core::mem::size_of::<BioCounts>() == (1 + FLAG_COUNT) * 8);
+
+impl BioCounts {
+    pub const ZERO: BioCounts = BioCounts {
+        bios: 0,
+        flags: [0; FLAG_COUNT],
+    };
+
+    /// Adds another CPU's counts into this one.
+    pub fn merge(&mut self, other: &BioCounts) {
+        self.bios = self.bios.wrapping_add(other.bios);
+        for (mine, theirs) in self.flags.iter_mut().zip(other.flags.iter()) {
+            *mine = mine.wrapping_add(*theirs);
+        }
+    }
+}
+
+user_pod!(BlockLayout, BlockKey, RqCounts, BioCounts);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_merge() {
+        let mut a = RqCounts::ZERO;
+        let mut b = RqCounts::ZERO;
+        b.requests = 2;
+        b.bytes = 8192;
+        b.flags[FLAG_SYNC] = 1;
+        a.merge(&b);
+        a.merge(&b);
+        assert_eq!((a.requests, a.bytes, a.flags[FLAG_SYNC]), (4, 16384, 2));
+        let mut c = BioCounts::ZERO;
+        let mut d = BioCounts::ZERO;
+        d.bios = 3;
+        d.flags[7] = 1;
+        c.merge(&d);
+        assert_eq!((c.bios, c.flags[7]), (3, 1));
+    }
+
+    #[test]
+    fn flag_labels_are_the_contract_set() {
+        let labels: [&str; FLAG_COUNT] = FLAGS.map(|(l, _)| l);
+        assert_eq!(
+            labels,
+            [
+                "sync",
+                "meta",
+                "fua",
+                "preflush",
+                "idle",
+                "background",
+                "rahead",
+                "nowait"
+            ]
+        );
+    }
+}
