@@ -3,9 +3,13 @@
 
 use std::fmt::Write as _;
 
+use prometheus::{core::Collector, process_collector::ProcessCollector};
+
 use crate::{
     daemon::{DaemonError, Loaded, load_families},
-    kernel::VMLINUX_BTF,
+    families::CollectorContext,
+    kernel::{self, VMLINUX_BTF},
+    metrics::{MapErrors, SelfCollector},
     privileges::require_bpf_privileges,
     probes::{AttachStatus, ProbeReport},
 };
@@ -15,6 +19,44 @@ pub struct CheckOutcome {
     pub text: String,
     pub attached: usize,
     pub total: usize,
+}
+
+/// The metric family names the daemon registers, from its collectors' descriptors (what
+/// dashboards and rules may use). Loads the probes like `run_check`, then detaches.
+pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
+    require_bpf_privileges()?;
+    let Loaded {
+        kernel: _,
+        families,
+        probes: mut loaded,
+    } = load_families(0, disabled)?;
+    let ctx = CollectorContext {
+        page_size: kernel::page_size(),
+        map_errors: MapErrors::default(),
+    };
+    let mut collectors: Vec<Box<dyn Collector>> = families
+        .iter()
+        .flat_map(|f| f.collectors(&mut loaded.ebpf, &ctx))
+        .collect();
+    collectors.push(Box::new(SelfCollector::new(
+        String::new(),
+        Vec::new(),
+        ctx.map_errors,
+        Vec::new(),
+    )));
+    collectors.push(Box::new(ProcessCollector::for_self()));
+    let mut names: Vec<String> = collectors
+        .iter()
+        .flat_map(|c| {
+            c.desc()
+                .into_iter()
+                .map(|d| d.fq_name.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
 }
 
 /// Runs the check (needs the same privileges as the daemon).

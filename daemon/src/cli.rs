@@ -38,5 +38,8 @@ pub enum Command {
         /// Print the kernel's full answer (e.g. the verifier log) for probes that fail.
         #[arg(long)]
         verbose: bool,
+        /// Print only the names of the metric families the daemon registers, one per line.
+        #[arg(long)]
+        metrics: bool,
     },
 }

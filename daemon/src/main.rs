@@ -13,7 +13,7 @@ use wbscope::{
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Check { verbose }) => check(&cli.run, verbose),
+        Some(Command::Check { verbose, metrics }) => check(&cli.run, verbose, metrics),
         Some(Command::Run) | None => run(&cli.run),
     };
     match result {
@@ -54,9 +54,15 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(args: &RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
+fn check(args: &RunArgs, verbose: bool, metrics: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
     wbscope::logging::init(config.log_level);
+    if metrics {
+        for name in wbscope::check::metric_names(&config.disabled_probes)? {
+            println!("{name}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let outcome = wbscope::check::run_check(verbose, &config.disabled_probes)?;
     print!("{}", outcome.text);
     Ok(if outcome.attached > 0 {
