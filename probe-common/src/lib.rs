@@ -6,6 +6,7 @@
 //! globals.
 #![no_std]
 
+pub mod dirty;
 pub mod hist;
 pub mod layout;
 pub mod sync_call;

@@ -6,8 +6,14 @@
 //! leave the kernel.
 #![no_std]
 #![no_main]
+// Atomic add on map values (see folio_wait.rs): the BPF target lacks compare-and-swap, so
+// core's atomics offer no fetch_add there.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
+mod dirty_throttle;
 mod fd_dev;
+mod folio_wait;
 mod globals;
 mod hist;
 mod sync_calls;

@@ -7,8 +7,11 @@ use prometheus::core::Collector;
 
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
+pub mod dirty_memory;
+pub mod dirty_throttle;
 pub mod sync_calls;
 pub mod writeback;
+pub mod writeback_wait;
 
 pub use crate::kernel::KernelInfo;
 
@@ -51,5 +54,8 @@ pub fn all() -> Vec<Box<dyn Family>> {
     vec![
         Box::new(writeback::WritebackWork::default()),
         Box::new(sync_calls::SyncCalls::default()),
+        Box::new(dirty_memory::DirtyMemory::default()),
+        Box::new(dirty_throttle::DirtyThrottle::default()),
+        Box::new(writeback_wait::WritebackWait::default()),
     ]
 }

@@ -1,0 +1,97 @@
+//! Dirty throttling (`balance_dirty_pages` pauses) and waits on pages under writeback: load-time
+//! layouts, map keys and values.
+
+use crate::{user_pod, writeback::BDI_NAME_LEN};
+
+/// What the `writeback:balance_dirty_pages` probe needs, resolved by the daemon: two field
+/// offsets from the event's format file and the kernel's tick rate.
+///
+/// `include/trace/events/writeback.h`, `TRACE_EVENT(balance_dirty_pages, …)`:
+/// `char bdi[32]; … long pause; …` (`pause` in jiffies; ≤ 0 means the task does not sleep).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirtyThrottleFormat {
+    pub bdi: u32,
+    pub pause: u32,
+    /// The kernel's `HZ` (jiffies per second), measured by the daemon at start; 0 = unknown.
+    pub hz: u32,
+    pub _reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<DirtyThrottleFormat>() == 16);
+
+/// Aggregation key of throttling pauses: the bdi name as the tracepoint prints it (`MAJ:MIN`
+/// for block devices), cut at its NUL and zero-padded.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BdiKey {
+    pub bdi: [u8; BDI_NAME_LEN],
+}
+const _: () = assert!(core::mem::size_of::<BdiKey>() == BDI_NAME_LEN);
+
+/// Struct member offsets (bytes, from BTF) and one flag value for timing waits on folios under
+/// writeback from `tp_btf/folio_wait_writeback(folio, mapping)` to the waiter's next switch-in
+/// in `tp_btf/sched_switch(preempt, prev, next, prev_state)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FolioWaitLayout {
+    /// `address_space.host` (the inode).
+    pub mapping_host: u32,
+    pub inode_i_mode: u32,
+    pub inode_i_rdev: u32,
+    pub inode_i_sb: u32,
+    pub sb_s_dev: u32,
+    /// `task_struct.pid` (the thread id).
+    pub task_pid: u32,
+    /// `TASK_UNINTERRUPTIBLE` as the running kernel defines it (from the sched_switch format's
+    /// `__print_flags` table, where it is printed as "D").
+    pub task_uninterruptible: u32,
+    /// Non-zero once the daemon has filled in the fields above.
+    pub resolved: u32,
+}
+const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 32);
+
+/// A wait on a folio under writeback, kept per thread id from the tracepoint until the thread
+/// runs again.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingWait {
+    /// `bpf_ktime_get_ns()` at the tracepoint.
+    pub start_ns: u64,
+    /// Kernel `dev_t` of the file's filesystem (the block device's own for bdev inodes); 0 if
+    /// unknown.
+    pub dev: u32,
+    /// 1 once the thread was switched out in TASK_UNINTERRUPTIBLE after the tracepoint.
+    pub sleeping: u32,
+}
+const _: () = assert!(core::mem::size_of::<PendingWait>() == 16);
+
+user_pod!(DirtyThrottleFormat, BdiKey, FolioWaitLayout, PendingWait);
+
+/// Names of this module's load-time globals in the eBPF object.
+pub mod globals {
+    pub const DIRTY_THROTTLE_FMT: &str = "DIRTY_THROTTLE_FMT";
+    pub const FOLIO_WAIT_LAYOUT: &str = "FOLIO_WAIT_LAYOUT";
+}
+
+/// Converts a pause in jiffies to nanoseconds at `hz` ticks per second (0 if `hz` is unknown).
+/// Shared by the probe and the tests so both sides convert identically.
+#[inline(always)]
+pub const fn jiffies_to_ns(jiffies: u64, hz: u32) -> u64 {
+    if hz == 0 {
+        return 0;
+    }
+    jiffies * 1_000_000_000 / hz as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jiffies_convert_at_common_tick_rates() {
+        assert_eq!(jiffies_to_ns(50, 250), 200_000_000);
+        assert_eq!(jiffies_to_ns(1, 1000), 1_000_000);
+        assert_eq!(jiffies_to_ns(3, 300), 10_000_000);
+        assert_eq!(jiffies_to_ns(7, 0), 0);
+    }
+}
