@@ -4,17 +4,18 @@
 use crate::{user_pod, writeback::BDI_NAME_LEN};
 
 /// What the `writeback:balance_dirty_pages` probe needs, resolved by the daemon: two field
-/// offsets from the event's format file and the kernel's tick rate.
+/// offsets from the event's format file and the unit of `pause`.
 ///
 /// `include/trace/events/writeback.h`, `TRACE_EVENT(balance_dirty_pages, …)`:
-/// `char bdi[32]; … long pause; …` (`pause` in jiffies; ≤ 0 means the task does not sleep).
+/// `char bdi[32]; … long pause; …`. The sleep is `pause` jiffies, but the event records it as
+/// `pause * 1000 / HZ`, i.e. in milliseconds (≤ 0 means the task does not sleep).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DirtyThrottleFormat {
     pub bdi: u32,
     pub pause: u32,
-    /// The kernel's `HZ` (jiffies per second), measured by the daemon at start; 0 = unknown.
-    pub hz: u32,
+    /// Nanoseconds per unit of the recorded `pause` (1 000 000: milliseconds); 0 = unknown.
+    pub pause_unit_ns: u32,
     pub _reserved: u32,
 }
 const _: () = assert!(core::mem::size_of::<DirtyThrottleFormat>() == 16);
@@ -71,27 +72,4 @@ user_pod!(DirtyThrottleFormat, BdiKey, FolioWaitLayout, PendingWait);
 pub mod globals {
     pub const DIRTY_THROTTLE_FMT: &str = "DIRTY_THROTTLE_FMT";
     pub const FOLIO_WAIT_LAYOUT: &str = "FOLIO_WAIT_LAYOUT";
-}
-
-/// Converts a pause in jiffies to nanoseconds at `hz` ticks per second (0 if `hz` is unknown).
-/// Shared by the probe and the tests so both sides convert identically.
-#[inline(always)]
-pub const fn jiffies_to_ns(jiffies: u64, hz: u32) -> u64 {
-    if hz == 0 {
-        return 0;
-    }
-    jiffies * 1_000_000_000 / hz as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jiffies_convert_at_common_tick_rates() {
-        assert_eq!(jiffies_to_ns(50, 250), 200_000_000);
-        assert_eq!(jiffies_to_ns(1, 1000), 1_000_000);
-        assert_eq!(jiffies_to_ns(3, 300), 10_000_000);
-        assert_eq!(jiffies_to_ns(7, 0), 0);
-    }
 }

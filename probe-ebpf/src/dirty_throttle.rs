@@ -2,8 +2,9 @@
 //!
 //! Classic tracepoint `writeback:balance_dirty_pages` (include/trace/events/writeback.h, called
 //! from mm/page-writeback.c `balance_dirty_pages()` right before `io_schedule_timeout(pause)`):
-//! `char bdi[32]` and `long pause` (jiffies) at offsets from the running kernel's format file.
-//! On the `pause < min_pause` path the event is emitted with `min(pause, 0)` and the task does not
+//! `char bdi[32]` and `long pause` at offsets from the running kernel's format file. The task
+//! sleeps `pause` jiffies, which the event records as `pause * 1000 / HZ` milliseconds. On the
+//! `pause < min_pause` path the event is emitted with `min(pause, 0)` and the task does not
 //! sleep, so only `pause > 0` is a throttling pause. The classic tracepoint is used rather than
 //! tp_btf because its arguments changed shape around 6.15 (scalars → `dtc`), while the record
 //! fields kept their names.
@@ -15,19 +16,19 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use probe_common::{
-    dirty::{BdiKey, DirtyThrottleFormat, jiffies_to_ns},
+    dirty::{BdiKey, DirtyThrottleFormat},
     hist::Log2Hist,
     writeback::BDI_NAME_LEN,
 };
 
 use crate::hist::{record, value_or_insert};
 
-/// Field offsets and the kernel's HZ, resolved by the daemon; all zero = not resolved.
+/// Field offsets and the unit of `pause`, resolved by the daemon; all zero = not resolved.
 #[unsafe(no_mangle)]
 pub static DIRTY_THROTTLE_FMT: Global<DirtyThrottleFormat> = Global::new(DirtyThrottleFormat {
     bdi: 0,
     pause: 0,
-    hz: 0,
+    pause_unit_ns: 0,
     _reserved: 0,
 });
 
@@ -45,7 +46,7 @@ pub fn balance_dirty_pages(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn try_balance_dirty_pages(ctx: &TracePointContext) -> Option<()> {
     let f = DIRTY_THROTTLE_FMT.load();
-    if f.pause == 0 || f.hz == 0 {
+    if f.pause == 0 || f.pause_unit_ns == 0 {
         return None;
     }
     // SAFETY: the offset is the `pause` field's in this event's format file (size 8 checked by
@@ -72,7 +73,7 @@ fn try_balance_dirty_pages(ctx: &TracePointContext) -> Option<()> {
     key.bdi[8..].copy_from_slice(&(raw[1] & high_mask).to_le_bytes());
     let hist = value_or_insert(&DIRTY_THROTTLE_PAUSE, &key, &Log2Hist::ZERO)?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
-    record(unsafe { &mut *hist }, jiffies_to_ns(pause as u64, f.hz));
+    record(unsafe { &mut *hist }, pause as u64 * f.pause_unit_ns as u64);
     Some(())
 }
 

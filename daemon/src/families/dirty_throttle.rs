@@ -35,10 +35,17 @@ const PROBES: &[ProbeSpec] = &[ProbeSpec::tracepoint(
 /// Map name in the eBPF object.
 const DIRTY_THROTTLE_PAUSE: &str = "DIRTY_THROTTLE_PAUSE";
 
+/// Nanoseconds per unit of the tracepoint's `pause`: the task sleeps `pause` jiffies, and
+/// `TP_fast_assign` records `__entry->pause = pause * 1000 / HZ`, milliseconds, as it has since
+/// the event got its current shape (3.2). Nothing in the format file states the unit; a probe
+/// reading it as jiffies would report 4× the sleep at HZ=250 (more than a single-threaded
+/// writer's wall time, which is how this was caught).
+const PAUSE_UNIT_NS: u32 = 1_000_000;
+
 const FAMILIES: &[(&str, &str)] = &[(
     "wbscope_dirty_throttle_pause_seconds",
-    "Sleeps of writers throttled in balance_dirty_pages (pause > 0), by backing device; jiffies \
-     converted with the kernel's HZ.",
+    "Sleeps of writers throttled in balance_dirty_pages (pause > 0), by backing device. Pauses \
+     are whole jiffies.",
 )];
 
 /// The dirty-throttling family.
@@ -48,18 +55,12 @@ pub struct DirtyThrottle {
     hz: Option<Result<Hz, String>>,
 }
 
-fn throttle_format(
-    kernel: &KernelInfo,
-    hz: &Result<Hz, String>,
-) -> Result<DirtyThrottleFormat, String> {
+fn throttle_format(kernel: &KernelInfo) -> Result<DirtyThrottleFormat, String> {
     let format = kernel.event_format("writeback", "balance_dirty_pages")?;
-    let hz = hz
-        .as_ref()
-        .map_err(|why| format!("kernel HZ unknown: {why}"))?;
     Ok(DirtyThrottleFormat {
         bdi: field_offset(&format, "bdi", |n| n as usize >= BDI_NAME_LEN)?,
         pause: field_offset(&format, "pause", |n| n == 8)?,
-        hz: hz.hz,
+        pause_unit_ns: PAUSE_UNIT_NS,
         _reserved: 0,
     })
 }
@@ -74,9 +75,8 @@ impl Family for DirtyThrottle {
     }
 
     fn resolve(&mut self, kernel: &KernelInfo) {
-        let hz = kernel_hz(kernel);
-        self.format = Some(throttle_format(kernel, &hz));
-        self.hz = Some(hz);
+        self.format = Some(throttle_format(kernel));
+        self.hz = Some(kernel_hz(kernel));
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
@@ -95,7 +95,13 @@ impl Family for DirtyThrottle {
 
     fn describe(&self) -> Vec<String> {
         match &self.hz {
-            Some(Ok(hz)) => vec![format!("kernel HZ: {} ({})", hz.hz, hz.source)],
+            // The pause histogram's resolution: the kernel sleeps whole jiffies.
+            Some(Ok(hz)) => vec![format!(
+                "kernel HZ: {} ({}): throttling pauses are multiples of {:.1} ms",
+                hz.hz,
+                hz.source,
+                1000.0 / f64::from(hz.hz)
+            )],
             Some(Err(why)) => vec![format!("kernel HZ unknown: {why}")],
             None => Vec::new(),
         }
@@ -171,9 +177,10 @@ mod tests {
         let mut family = DirtyThrottle::default();
         family.resolve(&kernel);
         assert_eq!(family.gap(&PROBES[0]), None);
-        let Some(Ok(format)) = family.format else {
-            panic!("unresolved: {:?}", family.format);
+        assert!(matches!(family.format, Some(Ok(_))), "{:?}", family.format);
+        let Some(Ok(hz)) = family.hz else {
+            panic!("HZ unresolved: {:?}", family.hz);
         };
-        assert!([100, 250, 300, 1000].contains(&format.hz), "{format:?}");
+        assert!([100, 250, 300, 1000].contains(&hz.hz), "{hz:?}");
     }
 }

@@ -3,6 +3,9 @@
 //! own device. Run as root through `cargo xtask test` (they are `#[ignore]`d otherwise, so
 //! nothing privileged runs by accident).
 
+mod dirty_memory;
+mod dirty_throttle;
 mod harness;
 mod sync_calls;
 mod writeback;
+mod writeback_wait;
