@@ -86,6 +86,6 @@ fn bytes_before_nul(word: u64) -> u64 {
     if zeros == 0 {
         return u64::MAX;
     }
-    let lowest = zeros & zeros.wrapping_neg();
+    let lowest = zeros.isolate_lowest_one();
     (lowest >> 7).wrapping_sub(1)
 }
