@@ -58,13 +58,16 @@ const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 32);
 pub struct PendingWait {
     /// `bpf_ktime_get_ns()` at the tracepoint.
     pub start_ns: u64,
+    /// When the thread last got the CPU before sleeping: the tracepoint, or the switch-in after
+    /// a preemption. The sleep must follow it closely to be this wait's.
+    pub on_cpu_since_ns: u64,
     /// Kernel `dev_t` of the file's filesystem (the block device's own for bdev inodes); 0 if
     /// unknown.
     pub dev: u32,
     /// 1 once the thread was switched out in TASK_UNINTERRUPTIBLE after the tracepoint.
     pub sleeping: u32,
 }
-const _: () = assert!(core::mem::size_of::<PendingWait>() == 16);
+const _: () = assert!(core::mem::size_of::<PendingWait>() == 24);
 
 user_pod!(DirtyThrottleFormat, BdiKey, FolioWaitLayout, PendingWait);
 

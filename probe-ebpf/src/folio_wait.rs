@@ -6,9 +6,11 @@
 //! everywhere). So the wait is timed from the tracepoint to the task's next switch-in:
 //! - at the tracepoint, store `{ts, dev}` for the thread;
 //! - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
-//!   `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of the tracepoint: it went to sleep
-//!   for the wait, mark it; a switch-out in any other sleeping state, or much later, means the
-//!   wait did not sleep (writeback ended first): drop the entry; a preemption (state 0) keeps it;
+//!   `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the tracepoint:
+//!   it went to sleep for the wait, mark it; a switch-out in any other sleeping state, or much
+//!   later, means the wait did not sleep (writeback ended first): drop the entry; a preemption
+//!   (state 0) keeps it, and the gap is measured again from the thread's next switch-in, so a
+//!   busy run queue cannot make a real wait look like a missed one;
 //! - sched_switch with next == that thread and marked: duration = now − ts (it includes the
 //!   run-queue delay after the wake-up, which the waiter suffers too).
 //!
@@ -45,9 +47,9 @@ pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLay
     resolved: 0,
 });
 
-/// A switch-out in D state this long after the tracepoint is not the wait's sleep: the folio's
-/// writeback had ended before `folio_wait_bit` could sleep, and the task blocked on something
-/// else later. The gap between the two is normally a few microseconds.
+/// A switch-out in D state this long after the tracepoint (counting only time on the CPU) is not
+/// the wait's sleep: the folio's writeback had ended before `folio_wait_bit` could sleep, and the
+/// task blocked on something else later. The gap between the two is normally a few microseconds.
 const MAX_GAP_NS: u64 = 1_000_000;
 
 /// `BPF_NOEXIST`: the entry is new only if the insert creates it, which keeps the pending
@@ -151,8 +153,10 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
     let dev = arg_u64(ctx, 1)
         .and_then(|mapping| dev_of_mapping(&l, mapping))
         .unwrap_or(0);
+    let t = now();
     let wait = PendingWait {
-        start_ns: now(),
+        start_ns: t,
+        on_cpu_since_ns: t,
         dev,
         sleeping: 0,
     };
@@ -185,7 +189,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
         if prev_state != 0 {
             let slept_for_it = prev_state & l.task_uninterruptible != 0
                 && wait.sleeping == 0
-                && t.saturating_sub(wait.start_ns) <= MAX_GAP_NS;
+                && t.saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
             if slept_for_it {
                 wait.sleeping = 1;
             } else {
@@ -194,11 +198,15 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
         }
     }
     let next_tid: u32 = read(next + l.task_pid as u64)?;
-    // SAFETY: copied out at once.
-    let wait = (unsafe { FOLIO_WAITS.get(&next_tid) }).copied()?;
+    let wait_ptr = FOLIO_WAITS.get_ptr_mut(&next_tid)?;
+    // SAFETY: map value pointer, valid for this program run.
+    let wait = unsafe { &mut *wait_ptr };
     if wait.sleeping == 0 {
+        // Back on the CPU after a preemption between the tracepoint and the sleep.
+        wait.on_cpu_since_ns = t;
         return None;
     }
+    let wait = *wait;
     forget(next_tid);
     let hist = value_or_insert(&WRITEBACK_WAIT, &wait.dev, &Log2Hist::ZERO)?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.

@@ -1,89 +1,15 @@
 //! Dirty throttling pauses (`balance_dirty_pages`) by device, against an independent bpftrace sum.
 
-use std::{
-    io::{BufRead as _, BufReader},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
-    time::{Duration, Instant},
-};
+use std::{process::Command, time::Instant};
 
 use testkit::{FsKind, LoopFs};
 
-use crate::harness::{TestDaemon, wbscope_lines};
+use crate::{
+    bpftrace::Bpftrace,
+    harness::{TestDaemon, wbscope_lines},
+};
 
 const MIB: u64 = 1 << 20;
-
-/// bpftrace summing `pause` (> 0 only; recorded in milliseconds) of `balance_dirty_pages` for one
-/// bdi, printed as `@pause_ms: N` and `@pauses: N` when it is interrupted.
-struct PauseTracer {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl PauseTracer {
-    fn start(bdi: &str) -> PauseTracer {
-        let script = format!(
-            "BEGIN {{ printf(\"ready\\n\"); }} \
-             tracepoint:writeback:balance_dirty_pages \
-             /args->bdi == \"{bdi}\" && args->pause > 0/ \
-             {{ @pause_ms = sum(args->pause); @pauses = count(); }}"
-        );
-        // bpftrace warns that it cannot raise RLIMIT_MEMLOCK (no CAP_SYS_RESOURCE here) and
-        // carries on: BPF memory is charged to the memory cgroup on this kernel.
-        let mut child = Command::new("bpftrace")
-            .args(["-e", &script])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run bpftrace");
-        let stdout = child.stdout.take().expect("bpftrace stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let tracer = PauseTracer { child, lines };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tracer.lines.recv_timeout(left) {
-                Ok(line) if line.trim() == "ready" => return tracer,
-                Ok(_) => continue,
-                Err(e) => panic!("bpftrace did not attach: {e}"),
-            }
-        }
-    }
-
-    /// Interrupts bpftrace and returns (sum of pauses in ms, number of pauses).
-    fn finish(mut self) -> (u64, u64) {
-        // SAFETY: kill only sends a signal to our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let _ = self.child.wait();
-        let mut sum = 0;
-        let mut count = 0;
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            let value = |prefix: &str| line.strip_prefix(prefix)?.trim().parse::<u64>().ok();
-            if let Some(v) = value("@pause_ms:") {
-                sum = v;
-            }
-            if let Some(v) = value("@pauses:") {
-                count = v;
-            }
-        }
-        (sum, count)
-    }
-}
-
-impl Drop for PauseTracer {
-    fn drop(&mut self) {
-        // On a panic before finish(): do not leave bpftrace running.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A 32 MiB buffered write against an 8 MiB strict per-bdi dirty limit on a 4 MiB/s device: the
 /// writer is throttled, the pause histogram for the device counts the same pauses an independent
@@ -106,7 +32,13 @@ fn throttled_writer_pauses_match_an_independent_trace() {
     let sum = "wbscope_dirty_throttle_pause_seconds_sum";
     let before = daemon.scrape();
 
-    let tracer = PauseTracer::start(&fs.dev_string());
+    // `pause` > 0 only, as wbscope counts; the event records it in milliseconds.
+    let tracer = Bpftrace::start(&format!(
+        "tracepoint:writeback:balance_dirty_pages \
+         /args->bdi == \"{}\" && args->pause > 0/ \
+         {{ @pause_ms = sum(args->pause); @pauses = count(); }}",
+        fs.dev_string()
+    ));
     let started = Instant::now();
     let status = Command::new("dd")
         .args(["if=/dev/zero", "bs=1M", "count=32", "status=none"])
@@ -115,7 +47,9 @@ fn throttled_writer_pauses_match_an_independent_trace() {
         .expect("run dd");
     let dd_time = started.elapsed();
     assert!(status.success());
-    let (traced_ms, traced_count) = tracer.finish();
+    let traced = tracer.finish();
+    let traced_ms = traced.get("pause_ms").copied().unwrap_or(0);
+    let traced_count = traced.get("pauses").copied().unwrap_or(0);
 
     let after = daemon.scrape();
     let counted = after.sum(count, &labels) - before.sum(count, &labels);

@@ -3,6 +3,7 @@
 //! own device. Run as root through `cargo xtask test` (they are `#[ignore]`d otherwise, so
 //! nothing privileged runs by accident).
 
+mod bpftrace;
 mod dirty_memory;
 mod dirty_throttle;
 mod harness;

@@ -115,7 +115,8 @@ impl Family for DirtyMemory {
 
     fn resolve(&mut self, _kernel: &KernelInfo) {
         self.bdi_root = Some(debugfs::locate_or_mount().map_err(|e| e.to_string()));
-        self.psi = Path::new(PSI_IO).is_file();
+        // With CONFIG_PSI but psi=0 on the command line the file exists and reading it fails.
+        self.psi = std::fs::read_to_string(PSI_IO).is_ok();
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
@@ -138,8 +139,8 @@ impl Family for DirtyMemory {
             format!("I/O pressure: {PSI_IO}")
         } else {
             format!(
-                "I/O pressure unavailable: no {PSI_IO} (kernel without CONFIG_PSI, or booted \
-                 with psi=0); {PSI_METRIC} is not exported"
+                "I/O pressure unavailable: no readable {PSI_IO} (kernel without CONFIG_PSI, or \
+                 booted with psi=0); {PSI_METRIC} is not exported"
             )
         };
         vec![bdi, psi]
