@@ -21,6 +21,9 @@ const PROBES: &[&str] = &[
     "sys_exit_fsync",
     "sys_enter_fdatasync",
     "sys_exit_fdatasync",
+    "balance_dirty_pages",
+    "folio_wait_writeback",
+    "folio_wait_sched_switch",
 ];
 
 fn binary() -> PathBuf {
