@@ -202,9 +202,16 @@ impl Daemon {
         plan
     }
 
-    /// Stops serving (open connections get [`SHUTDOWN_GRACE`]), then detaches every probe.
+    /// Stops serving (open connections get [`SHUTDOWN_GRACE`]) and detaches every probe.
+    ///
+    /// Both run at once: detaching classic tracepoints is serialised in the kernel and waits for
+    /// RCU grace periods (about 20 ms per tracepoint), so waiting for a slow client first would
+    /// add the two delays. A scrape still in flight only reads maps, which stay open until the
+    /// object is dropped at the end of the detach.
     pub async fn stop(mut self) -> Result<(), DaemonError> {
         let _ = self.stop_server.send(());
+        let ebpf = self.ebpf;
+        let detached = tokio::task::spawn_blocking(move || probes::detach::detach_all(ebpf));
         let served = match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server).await {
             Ok(joined) => joined?,
             Err(_) => {
@@ -213,7 +220,7 @@ impl Daemon {
                 Ok(())
             }
         };
-        drop(self.ebpf);
+        detached.await?;
         tracing::info!("stopped; all probes detached");
         served.map_err(DaemonError::Serve)
     }

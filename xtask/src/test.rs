@@ -185,7 +185,10 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
             run::build_release(pins)?;
             Cmd::workspace_cargo(root, None)
                 .env("WBSCOPE_BIN", run::release_binary(pins))
-                .args(["test", "-p", "wbscope", "--test", "smoke", "--"])
+                .args([
+                    "test", "-p", "wbscope", "--test", "smoke", "--test", "service",
+                ])
+                .arg("--")
                 .args(["--ignored", "--test-threads=1"])
                 .run()
         }
