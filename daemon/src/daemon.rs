@@ -239,25 +239,33 @@ fn enable_run_time_stats() -> Option<std::os::fd::OwnedFd> {
     match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
         Ok(fd) => Some(fd),
         Err(err) => {
-            tracing::warn!(
-                "cannot enable BPF run-time stats ({err}); wbscope_bpf_program_* stay at 0"
-            );
+            // The sysctl turns them on for everyone; then they count without our fd.
+            let by_sysctl = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+                .is_ok_and(|v| v.trim() == "1");
+            if by_sysctl {
+                tracing::info!("BPF run-time stats are on (kernel.bpf_stats_enabled = 1)");
+            } else {
+                tracing::warn!(
+                    "cannot enable BPF run-time stats ({err}; needs CAP_SYS_ADMIN, or \
+                     `sysctl kernel.bpf_stats_enabled=1`); wbscope_bpf_program_* stay at 0"
+                );
+            }
             None
         }
     }
 }
 
-/// Name and kernel id of every attached program, for the run-time stats.
+/// Name and a descriptor of every attached program, for the run-time stats.
 fn attached_programs(loaded: &LoadedProbes) -> Vec<AttachedProgram> {
     loaded
         .reports
         .iter()
         .filter(|r| r.status.is_attached())
         .filter_map(|r| {
-            let info = loaded.ebpf.program(r.spec.program)?.info().ok()?;
+            let fd = loaded.ebpf.program(r.spec.program)?.fd().ok()?;
             Some(AttachedProgram {
                 name: r.spec.program,
-                id: info.id(),
+                fd: Arc::new(fd.try_clone().ok()?),
             })
         })
         .collect()
