@@ -7,3 +7,4 @@ mod common;
 mod notify;
 mod reload;
 mod shutdown;
+mod unit_file;
