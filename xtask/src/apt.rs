@@ -33,9 +33,10 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         "prometheus".into(),
         // Service tests: `systemd-analyze verify` on the unit, yamllint on the Kubernetes
         // manifests (it brings python3-yaml, which the manifest test parses them with), and
-        // dpkg-deb for `cargo xtask package` (dpkg is always there on Debian).
+        // dpkg-shlibdeps (dpkg-dev) for `cargo xtask package`'s Depends line.
         "systemd".into(),
         "yamllint".into(),
+        "dpkg-dev".into(),
     ]
 }
 

@@ -5,6 +5,7 @@
 
 mod common;
 mod notify;
+mod package;
 mod reload;
 mod shutdown;
 mod unit_file;
