@@ -4,6 +4,7 @@
 //! tests are `#[ignore]`d so that nothing privileged runs by accident.
 
 mod common;
+mod kubernetes;
 mod notify;
 mod package;
 mod reload;
