@@ -31,10 +31,11 @@ fn poll_until_answered(addr: SocketAddr, until: Instant) -> (Option<Instant>, Op
         let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
         let mut response = Vec::new();
         let sent = stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: test\r\n\r\n");
-        if sent.is_ok() && stream.read_to_end(&mut response).is_ok() {
-            if response.starts_with(b"HTTP/1.1 200") || response.starts_with(b"HTTP/1.0 200") {
-                return (connected, Some(Instant::now()));
-            }
+        if sent.is_ok()
+            && stream.read_to_end(&mut response).is_ok()
+            && (response.starts_with(b"HTTP/1.1 200") || response.starts_with(b"HTTP/1.0 200"))
+        {
+            return (connected, Some(Instant::now()));
         }
     }
     (connected, None)
