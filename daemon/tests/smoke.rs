@@ -67,25 +67,37 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Names of loaded BPF programs, as `bpftool prog show` prints them (truncated to 15 bytes).
-fn loaded_program_names() -> Vec<String> {
-    let output = Command::new("bpftool")
-        .args(["prog", "show"])
-        .output()
-        .expect("run bpftool (installed by cargo xtask setup)");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| line.split("name ").nth(1))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
+/// Ids of the BPF programs process `pid` holds (`prog_id:` in /proc/PID/fdinfo). Ids, not names:
+/// other daemons and kernel tests on the same host load programs with the same names.
+fn program_ids(pid: u32) -> Vec<u32> {
+    let mut ids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .expect("read fdinfo")
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+        .filter_map(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|id| id.trim().parse().ok())
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
-fn wbscope_programs_loaded(probes: &[String]) -> usize {
-    loaded_program_names()
-        .iter()
-        .filter(|name| probes.iter().any(|p| p.starts_with(name.as_str())))
-        .count()
+/// Which of `ids` are still loaded (`bpftool prog show id N` succeeds).
+fn still_loaded(ids: &[u32]) -> Vec<u32> {
+    ids.iter()
+        .copied()
+        .filter(|id| {
+            Command::new("bpftool")
+                .args(["prog", "show", "id", &id.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("run bpftool (installed by cargo xtask setup)")
+                .success()
+        })
+        .collect()
 }
 
 #[test]
@@ -142,9 +154,10 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         probes.len() as f64,
         "every probe reports attached"
     );
+    let ids = program_ids(pid);
     assert!(
-        wbscope_programs_loaded(&probes) >= probes.len(),
-        "programs visible while running"
+        ids.len() >= probes.len(),
+        "programs loaded while running: {ids:?}"
     );
 
     // promtool (Debian's prometheus package) validates the exposition.
@@ -180,11 +193,8 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         output.status,
         stderr(&output)
     );
-    assert_eq!(
-        wbscope_programs_loaded(&probes),
-        0,
-        "programs left loaded after exit"
-    );
+    let left = still_loaded(&ids);
+    assert!(left.is_empty(), "programs {left:?} left loaded after exit");
 }
 
 #[test]
