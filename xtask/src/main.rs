@@ -4,8 +4,10 @@
 mod apt;
 mod cmd;
 mod host;
+mod install;
 mod linker;
 mod lint;
+mod package;
 mod pins;
 mod run;
 mod setup;
@@ -36,6 +38,10 @@ enum Command {
     Run(run::RunArgs),
     /// Run the test tiers: lint, unit, kernel, smoke.
     Test(test::TestArgs),
+    /// Install the release binary, the systemd unit and the example config (enables nothing).
+    Install(install::InstallArgs),
+    /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
+    Package(package::PackageArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -62,6 +68,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::CheckSetup => setup::check(&pins)?,
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
+        Command::Install(args) => install::run(&pins, &args)?,
+        Command::Package(args) => package::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;
