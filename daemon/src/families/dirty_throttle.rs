@@ -1,19 +1,12 @@
 //! Dirty throttling: `writeback:balance_dirty_pages` pauses, and
 //! `wbscope_dirty_throttle_pause_seconds{device}`.
 
-use aya::{
-    Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuHashMap},
-};
+use aya::{Ebpf, EbpfLoader};
 use probe_common::{
     dirty::{BdiKey, DirtyThrottleFormat, globals},
-    hist::Log2Hist,
     writeback::BDI_NAME_LEN,
 };
-use prometheus::{
-    core::{Collector, Desc},
-    proto::MetricFamily,
-};
+use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo};
 use crate::{
@@ -22,7 +15,7 @@ use crate::{
         devices,
         layout::field_offset,
     },
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::hist_collector::{KeyLabels, Log2HistCollector},
     probes::ProbeSpec,
 };
 
@@ -108,45 +101,19 @@ impl Family for DirtyThrottle {
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(DIRTY_THROTTLE_PAUSE);
-        let map = ebpf
-            .take_map(DIRTY_THROTTLE_PAUSE)
-            .and_then(|m| PerCpuHashMap::try_from(m).ok());
-        vec![Box::new(PauseCollector {
-            map,
-            errors: ctx.map_errors.clone(),
-            descs: describe(FAMILIES),
-        })]
-    }
-}
-
-struct PauseCollector {
-    map: Option<PerCpuHashMap<MapData, BdiKey, Log2Hist>>,
-    errors: MapErrors,
-    descs: Vec<Desc>,
-}
-
-impl Collector for PauseCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let Some(entries) = read_per_cpu_hash(
+        let labels: KeyLabels<BdiKey> = Box::new(|key: &BdiKey| {
+            Some(vec![(
+                "device",
+                devices::label_for_bdi(&bdi_name(&key.bdi)),
+            )])
+        });
+        vec![Box::new(Log2HistCollector::take(
+            ebpf,
             DIRTY_THROTTLE_PAUSE,
-            self.map.as_ref(),
-            &self.errors,
-            |acc: &mut Log2Hist, v| acc.merge(v),
-            Log2Hist::ZERO,
-        ) else {
-            return Vec::new();
-        };
-        let mut family = MetricBuilder::histogram(FAMILIES[0].0, FAMILIES);
-        for (key, hist) in entries {
-            let device = devices::label_for_bdi(&bdi_name(&key.bdi));
-            family.add_log2_histogram(&[("device", device.as_str())], &hist);
-        }
-        family.finish().into_iter().collect()
+            FAMILIES,
+            &ctx.map_errors,
+            labels,
+        ))]
     }
 }
 

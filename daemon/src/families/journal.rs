@@ -1,23 +1,14 @@
 //! Journal commits: ext4's jbd2 commits and XFS log writes, as
 //! `wbscope_journal_commit_duration_seconds{device,fs}`.
 
-use aya::{
-    Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuHashMap},
-};
-use probe_common::{
-    hist::Log2Hist,
-    journal::{JOURNAL_FMT, JournalFormat, JournalKey, JournalKind},
-};
-use prometheus::{
-    core::{Collector, Desc},
-    proto::MetricFamily,
-};
+use aya::{Ebpf, EbpfLoader};
+use probe_common::journal::{JOURNAL_FMT, JournalFormat, JournalKey, JournalKind};
+use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo};
 use crate::{
     kernel::{devices, layout::field_offset, mounts},
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::hist_collector::Log2HistCollector,
     probes::ProbeSpec,
 };
 
@@ -141,15 +132,13 @@ impl Family for Journal {
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(JOURNAL_COMMIT_LATENCY);
-        let map = ebpf
-            .take_map(JOURNAL_COMMIT_LATENCY)
-            .and_then(|m| PerCpuHashMap::try_from(m).ok());
-        vec![Box::new(CommitCollector {
-            map,
-            errors: ctx.map_errors.clone(),
-            descs: describe(FAMILIES),
-        })]
+        vec![Box::new(Log2HistCollector::take(
+            ebpf,
+            JOURNAL_COMMIT_LATENCY,
+            FAMILIES,
+            &ctx.map_errors,
+            Box::new(commit_labels),
+        ))]
     }
 }
 
@@ -158,43 +147,21 @@ const FAMILIES: &[(&str, &str)] = &[(
     "Journal commit time: jbd2 start_commit to end_commit (ext4), and for xfs the log write (xlog_iclog_sync to xlog_iclog_sync_done) that log forces wait for.",
 )];
 
-struct CommitCollector {
-    map: Option<PerCpuHashMap<MapData, JournalKey, Log2Hist>>,
-    errors: MapErrors,
-    descs: Vec<Desc>,
-}
-
-impl Collector for CommitCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let Some(entries) = read_per_cpu_hash(
-            JOURNAL_COMMIT_LATENCY,
-            self.map.as_ref(),
-            &self.errors,
-            |acc: &mut Log2Hist, v| acc.merge(v),
-            Log2Hist::ZERO,
-        ) else {
-            return Vec::new();
-        };
-        let table = mounts::current();
-        let mut family = MetricBuilder::histogram(FAMILIES[0].0, FAMILIES);
-        for (key, hist) in entries {
-            let (major, minor) = devices::split_kernel_dev(key.dev);
-            let fs = match (
-                mounts::fstype_of(&table, major, minor),
-                JournalKind::from_raw(key.kind),
-            ) {
-                (Some(fs), _) => fs.to_owned(),
-                (None, Some(JournalKind::Jbd2)) => "jbd2".to_owned(),
-                (None, Some(JournalKind::XfsLog)) => "xfs".to_owned(),
-                (None, None) => continue,
-            };
-            let device = devices::label_for_kernel_dev(key.dev);
-            family.add_log2_histogram(&[("device", device.as_str()), ("fs", fs.as_str())], &hist);
-        }
-        family.finish().into_iter().collect()
-    }
+/// `device` and `fs` for a commit key: the filesystem type mounted from the device, or the
+/// journal's own name when it is not mounted any more.
+fn commit_labels(key: &JournalKey) -> Option<Vec<(&'static str, String)>> {
+    let (major, minor) = devices::split_kernel_dev(key.dev);
+    let table = mounts::current();
+    let fs = match (
+        mounts::fstype_of(&table, major, minor),
+        JournalKind::from_raw(key.kind)?,
+    ) {
+        (Some(fs), _) => fs.to_owned(),
+        (None, JournalKind::Jbd2) => "jbd2".to_owned(),
+        (None, JournalKind::XfsLog) => "xfs".to_owned(),
+    };
+    Some(vec![
+        ("device", devices::label_for_kernel_dev(key.dev)),
+        ("fs", fs),
+    ])
 }

@@ -1,23 +1,14 @@
 //! Waits on pages under writeback: `tp_btf/folio_wait_writeback` paired with `tp_btf/sched_switch`,
 //! and `wbscope_writeback_wait_duration_seconds{device}`.
 
-use aya::{
-    Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuHashMap},
-};
-use probe_common::{
-    dirty::{FolioWaitLayout, globals},
-    hist::Log2Hist,
-};
-use prometheus::{
-    core::{Collector, Desc},
-    proto::MetricFamily,
-};
+use aya::{Ebpf, EbpfLoader};
+use probe_common::dirty::{FolioWaitLayout, globals};
+use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo};
 use crate::{
     kernel::{btf::Btf, constants::task_uninterruptible, devices, layout::member_offset},
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::hist_collector::{KeyLabels, Log2HistCollector},
     probes::ProbeSpec,
 };
 
@@ -97,45 +88,15 @@ impl Family for WritebackWait {
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(WRITEBACK_WAIT);
-        let map = ebpf
-            .take_map(WRITEBACK_WAIT)
-            .and_then(|m| PerCpuHashMap::try_from(m).ok());
-        vec![Box::new(WaitCollector {
-            map,
-            errors: ctx.map_errors.clone(),
-            descs: describe(FAMILIES),
-        })]
-    }
-}
-
-struct WaitCollector {
-    map: Option<PerCpuHashMap<MapData, u32, Log2Hist>>,
-    errors: MapErrors,
-    descs: Vec<Desc>,
-}
-
-impl Collector for WaitCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let Some(entries) = read_per_cpu_hash(
+        let labels: KeyLabels<u32> =
+            Box::new(|dev: &u32| Some(vec![("device", devices::label_for_kernel_dev(*dev))]));
+        vec![Box::new(Log2HistCollector::take(
+            ebpf,
             WRITEBACK_WAIT,
-            self.map.as_ref(),
-            &self.errors,
-            |acc: &mut Log2Hist, v| acc.merge(v),
-            Log2Hist::ZERO,
-        ) else {
-            return Vec::new();
-        };
-        let mut family = MetricBuilder::histogram(FAMILIES[0].0, FAMILIES);
-        for (dev, hist) in entries {
-            let device = devices::label_for_kernel_dev(dev);
-            family.add_log2_histogram(&[("device", device.as_str())], &hist);
-        }
-        family.finish().into_iter().collect()
+            FAMILIES,
+            &ctx.map_errors,
+            labels,
+        ))]
     }
 }
 
