@@ -35,6 +35,8 @@ pub enum DaemonError {
     Serve(#[source] std::io::Error),
     #[error("HTTP server task failed")]
     Join(#[from] tokio::task::JoinError),
+    #[error("stall events")]
+    Stalls(#[from] crate::stalls::StallError),
 }
 
 /// A running daemon. Its probes stay attached until [`Daemon::stop`] (or drop).
@@ -48,6 +50,7 @@ pub struct Daemon {
     // BPF run-time stats stay enabled while this fd is open; closing it turns them off again
     // (unless someone else enabled them too).
     _run_time_stats: Option<std::os::fd::OwnedFd>,
+    stalls: crate::stalls::StallService,
 }
 
 /// The kernel facts, the resolved families and the loaded object with its attach reports.
@@ -100,6 +103,7 @@ impl Daemon {
         let ctx = CollectorContext {
             page_size: kernel::page_size(),
             map_errors: MapErrors::default(),
+            stalls: crate::stalls::StallShared::default(),
         };
         for family in &families {
             // A disabled family exports nothing, also when it has no probes (/proc readers).
@@ -110,6 +114,12 @@ impl Daemon {
                 registry.register(collector)?;
             }
         }
+        let stalls = crate::stalls::StallService::start(
+            &mut loaded.ebpf,
+            &config.stalls,
+            ctx.stalls.clone(),
+        )
+        .await?;
         let run_time_stats = enable_run_time_stats();
         registry.register(Box::new(SelfCollector::new(
             kernel.release.clone(),
@@ -122,9 +132,14 @@ impl Daemon {
         ))?;
 
         let (stop_server, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(server::serve(listener, Arc::new(registry), async move {
-            let _ = stopped.await;
-        }));
+        let server = tokio::spawn(server::serve_with(
+            listener,
+            Arc::new(registry),
+            stalls.router(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         tracing::info!(
             "serving http://{addr}/metrics with {} of {} probes attached",
             loaded.attached(),
@@ -137,6 +152,7 @@ impl Daemon {
             server,
             ebpf: loaded.ebpf,
             _run_time_stats: run_time_stats,
+            stalls,
         })
     }
 
@@ -150,10 +166,16 @@ impl Daemon {
         &self.reports
     }
 
+    /// The stall pipeline (e.g. to change the threshold on reload).
+    pub fn stalls(&self) -> &crate::stalls::StallService {
+        &self.stalls
+    }
+
     /// Stops serving, then detaches every probe.
     pub async fn stop(self) -> Result<(), DaemonError> {
         let _ = self.stop_server.send(());
         let served = self.server.await?;
+        drop(self.stalls);
         drop(self.ebpf);
         tracing::info!("stopped; all probes detached");
         served.map_err(DaemonError::Serve)

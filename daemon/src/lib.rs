@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod privileges;
 pub mod probes;
 pub mod server;
+pub mod stalls;
 
 pub use config::Config;
 pub use daemon::{Daemon, DaemonError, run};
