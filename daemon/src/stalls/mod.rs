@@ -54,8 +54,19 @@ impl StallService {
     ) -> Result<StallService, StallError> {
         let mut threshold = ThresholdMap::take(ebpf)?;
         let ring = take_ring(ebpf)?;
+        // The stream is a convenience for `wbscope trace`: a socket that cannot be bound (e.g.
+        // another daemon on the host serves it) costs the stream, not the daemon.
         let listener = match &config.socket {
-            Some(path) => Some((stream::bind(path).await?, SocketFile(path.clone()))),
+            Some(path) => match stream::bind(path).await {
+                Ok(listener) => Some((listener, SocketFile(path.clone()))),
+                Err(err) => {
+                    tracing::warn!(
+                        "no local stall stream for wbscope trace: {}",
+                        crate::probes::loader::error_chain(&err)
+                    );
+                    None
+                }
+            },
             None => None,
         };
         threshold.set(config.threshold_ns)?;
