@@ -33,6 +33,7 @@ pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
     let ctx = CollectorContext {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
+        stalls: crate::stalls::StallShared::default(),
     };
     let mut collectors: Vec<Box<dyn Collector>> = families
         .iter()

@@ -42,4 +42,7 @@ pub enum Command {
         #[arg(long)]
         metrics: bool,
     },
+    /// Print stall events as they happen (from the daemon's stream when it runs, else with
+    /// probes of its own).
+    Trace(crate::stalls::trace::TraceArgs),
 }

@@ -77,6 +77,8 @@ struct RawConfig {
     ignore_own_io: Option<bool>,
     /// Probe selection.
     probes: Option<RawProbes>,
+    /// Stall events: threshold, flight recorder, event stream.
+    stalls: Option<crate::stalls::config::RawStalls>,
 }
 
 /// The `[probes]` table.
@@ -95,6 +97,8 @@ pub struct Config {
     pub ignore_own_io: bool,
     /// `probes.disable`: probe or family names not to attach.
     pub disabled_probes: Vec<String>,
+    /// The `[stalls]` table.
+    pub stalls: crate::stalls::StallsConfig,
 }
 
 impl Default for Config {
@@ -104,6 +108,7 @@ impl Default for Config {
             log_level: LogLevel::Info,
             ignore_own_io: true,
             disabled_probes: Vec::new(),
+            stalls: crate::stalls::StallsConfig::default(),
         }
     }
 }
@@ -139,6 +144,7 @@ impl Config {
             log_level: raw.log_level.unwrap_or(defaults.log_level),
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
             disabled_probes: raw.probes.and_then(|p| p.disable).unwrap_or_default(),
+            stalls: raw.stalls.unwrap_or_default().validate()?,
         })
     }
 }

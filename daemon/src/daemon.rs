@@ -43,6 +43,8 @@ pub enum DaemonError {
     ServerGone,
     #[error("cannot install the SIGHUP handler")]
     Signal(#[source] std::io::Error),
+    #[error("stall events")]
+    Stalls(#[from] crate::stalls::StallError),
 }
 
 /// How long [`Daemon::stop`] lets open HTTP connections finish before closing them: a scraper
@@ -62,6 +64,7 @@ pub struct Daemon {
     // BPF run-time stats stay enabled while this fd is open; closing it turns them off again
     // (unless someone else enabled them too).
     _run_time_stats: Option<std::os::fd::OwnedFd>,
+    stalls: crate::stalls::StallService,
 }
 
 /// The kernel facts, the resolved families and the loaded object with its attach reports.
@@ -114,6 +117,7 @@ impl Daemon {
         let ctx = CollectorContext {
             page_size: kernel::page_size(),
             map_errors: MapErrors::default(),
+            stalls: crate::stalls::StallShared::default(),
         };
         for family in &families {
             // A disabled family exports nothing, also when it has no probes (/proc readers).
@@ -124,6 +128,12 @@ impl Daemon {
                 registry.register(collector)?;
             }
         }
+        let stalls = crate::stalls::StallService::start(
+            &mut loaded.ebpf,
+            &config.stalls,
+            ctx.stalls.clone(),
+        )
+        .await?;
         let run_time_stats = enable_run_time_stats();
         registry.register(Box::new(SelfCollector::new(
             kernel.release.clone(),
@@ -136,9 +146,14 @@ impl Daemon {
         ))?;
 
         let (stop_server, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(server::serve(listener, Arc::new(registry), async move {
-            let _ = stopped.await;
-        }));
+        let server = tokio::spawn(server::serve_with(
+            listener,
+            Arc::new(registry),
+            stalls.router(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         tracing::info!(
             "serving http://{addr}/metrics with {} of {} probes attached",
             loaded.attached(),
@@ -152,6 +167,7 @@ impl Daemon {
             server,
             ebpf: loaded.ebpf,
             _run_time_stats: run_time_stats,
+            stalls,
         })
     }
 
@@ -163,6 +179,11 @@ impl Daemon {
     /// What happened to each probe.
     pub fn probe_reports(&self) -> &[ProbeReport] {
         &self.reports
+    }
+
+    /// The stall pipeline (e.g. to change the threshold on reload).
+    pub fn stalls(&self) -> &crate::stalls::StallService {
+        &self.stalls
     }
 
     /// Whether the HTTP server still runs (it only ends on its own after an error).
@@ -197,6 +218,13 @@ impl Daemon {
                 }
             }
         }
+        if plan.changed.contains(&"stalls.threshold") {
+            let threshold = plan.config.stalls.threshold_ns;
+            match self.stalls.set_threshold(threshold) {
+                Ok(()) => tracing::info!("reload: stall threshold now {threshold} ns"),
+                Err(err) => tracing::warn!("reload: stall threshold not applied: {err}"),
+            }
+        }
         self.config.send_replace(plan.config.clone());
         tracing::info!("{}", plan.summary());
         plan
@@ -210,6 +238,8 @@ impl Daemon {
     /// object is dropped at the end of the detach.
     pub async fn stop(mut self) -> Result<(), DaemonError> {
         let _ = self.stop_server.send(());
+        // The stall pipeline drains a ring buffer of the object: stop it before detaching.
+        drop(self.stalls);
         let ebpf = self.ebpf;
         let detached = tokio::task::spawn_blocking(move || probes::detach::detach_all(ebpf));
         let served = match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server).await {

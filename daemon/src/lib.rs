@@ -19,6 +19,7 @@ pub mod probes;
 pub mod reload;
 pub mod server;
 pub mod service;
+pub mod stalls;
 
 pub use config::Config;
 pub use daemon::{Daemon, DaemonError, run};

@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { verbose, metrics }) => check(&cli.run, verbose, metrics),
         Some(Command::Run) | None => run(&cli.run),
+        Some(Command::Trace(args)) => wbscope::stalls::trace::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -72,6 +72,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         log_level,
         ignore_own_io,
         disabled_probes,
+        stalls,
     } = requested;
     let mut refused = Vec::new();
     let mut changed = Vec::new();
@@ -103,6 +104,39 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
     if log_level != running.log_level {
         changed.push("log_level");
     }
+    // The threshold lives in a BPF map the probes read on every event: live. The recorder's
+    // bounds and the stream socket are set up once at start.
+    if stalls.threshold_ns != running.stalls.threshold_ns {
+        changed.push("stalls.threshold");
+    }
+    let recorder = "the flight recorder and its stream are set up once at start";
+    let stall_settings = [
+        (
+            "stalls.window",
+            format!("{} ns", running.stalls.window_ns),
+            format!("{} ns", stalls.window_ns),
+        ),
+        (
+            "stalls.max_events",
+            running.stalls.max_events.to_string(),
+            stalls.max_events.to_string(),
+        ),
+        (
+            "stalls.socket",
+            format!("{:?}", running.stalls.socket),
+            format!("{:?}", stalls.socket),
+        ),
+    ];
+    for (key, running, requested) in stall_settings {
+        if running != requested {
+            refused.push(Refusal {
+                key,
+                running,
+                requested,
+                why: recorder,
+            });
+        }
+    }
 
     ReloadPlan {
         config: Config {
@@ -110,6 +144,10 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             log_level,
             ignore_own_io: running.ignore_own_io,
             disabled_probes: running.disabled_probes.clone(),
+            stalls: crate::stalls::config::StallsConfig {
+                threshold_ns: stalls.threshold_ns,
+                ..running.stalls.clone()
+            },
         },
         changed,
         refused,
@@ -144,6 +182,20 @@ mod tests {
     }
 
     #[test]
+    fn stall_threshold_is_live_and_recorder_bounds_are_not() {
+        let running = Config::default();
+        let mut requested = Config::default();
+        requested.stalls.threshold_ns = 5_000_000;
+        requested.stalls.max_events = 7;
+        let p = plan(&running, requested);
+        assert_eq!(p.changed, vec!["stalls.threshold"]);
+        assert_eq!(p.config.stalls.threshold_ns, 5_000_000);
+        assert_eq!(p.config.stalls.max_events, running.stalls.max_events);
+        let keys: Vec<_> = p.refused.iter().map(|r| r.key).collect();
+        assert_eq!(keys, ["stalls.max_events"]);
+    }
+
+    #[test]
     fn restart_only_keys_are_refused_and_live_ones_still_apply() {
         let running = Config::default();
         let requested = Config {
@@ -151,6 +203,7 @@ mod tests {
             log_level: LogLevel::Warn,
             ignore_own_io: false,
             disabled_probes: vec!["journal".into()],
+            stalls: Default::default(),
         };
         let p = plan(&running, requested);
         assert_eq!(p.config.listen, running.listen);

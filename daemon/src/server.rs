@@ -41,10 +41,21 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, registry, Router::new(), shutdown).await
+}
+
+/// Serves `/metrics`, `/` and the routes of `extra` until `shutdown` resolves.
+pub async fn serve_with(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(landing))
-        .with_state(registry);
+        .with_state(registry)
+        .merge(extra);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -178,6 +178,7 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
             }
         }
     }
+    crate::stall_events::block_issued(rq.key.dev, rq.op, t);
     if !kernel_times_it(&l, rq_addr, rq.op) {
         let _ = BLOCK_INFLIGHT.insert(&rq_addr, &t, 0);
     }
@@ -239,6 +240,7 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
         let _ = BLOCK_INFLIGHT.remove(&rq_addr);
         t0
     };
+    crate::stall_events::block_completed(rq.key.dev, rq.op, issued, t);
     if t >= issued
         && let Some(h) = value_or_insert(&BLOCK_RQ_LATENCY, &rq.key, &Log2Hist::ZERO)
     {

@@ -27,14 +27,9 @@ pub fn read<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
 }
 
-/// The kernel `dev_t` (`MAJOR << 20 | MINOR`) of the filesystem holding `fd`, or 0 if unknown.
+/// The address of the inode behind `fd` of the current task, if it can be read.
 #[inline(always)]
-pub fn dev_of_fd(fd: u64) -> u32 {
-    resolve(fd).unwrap_or(0)
-}
-
-#[inline(always)]
-fn resolve(fd: u64) -> Option<u32> {
+pub fn inode_of_fd(fd: u64) -> Option<u64> {
     let l = FD_DEV_LAYOUT.load();
     if l.resolved == 0 {
         return None;
@@ -50,7 +45,7 @@ fn resolve(fd: u64) -> Option<u32> {
     }
     let fd_array: u64 = read(fdt + l.fdt_fd as u64)?;
     let file: u64 = read(fd_array + fd * 8)?;
-    file_dev(file)
+    read(file + l.file_f_inode as u64)
 }
 
 /// The kernel `dev_t` of the filesystem holding the open file at address `file` (a

@@ -210,8 +210,10 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let wait = *wait;
     forget(next_tid);
+    let ns = t.saturating_sub(wait.start_ns);
+    crate::stall_events::waited(next, next_tid, wait.dev, wait.start_ns, ns);
     let hist = value_or_insert(&WRITEBACK_WAIT, &wait.dev, &Log2Hist::ZERO)?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
-    record(unsafe { &mut *hist }, t.saturating_sub(wait.start_ns));
+    record(unsafe { &mut *hist }, ns);
     Some(())
 }

@@ -109,6 +109,8 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     let l = IO_URING_LAYOUT.load();
     let file: u64 = read(req + l.kiocb_file as u64).unwrap_or(0);
     let dev = if file == 0 { 0 } else { dev_of_file(file) };
-    record_latency(start.syscall, dev, now().saturating_sub(start.start_ns));
+    let end = now();
+    crate::stall_events::close_uring(start.syscall, dev, start.flags, start.start_ns, end);
+    record_latency(start.syscall, dev, end.saturating_sub(start.start_ns));
     Some(())
 }

@@ -79,6 +79,7 @@ fn start(key: Option<CommitKey>) {
         // SAFETY: bpf_ktime_get_ns has no preconditions.
         let now = unsafe { bpf_ktime_get_ns() };
         let _ = COMMITS_INFLIGHT.insert(&key, &now, 0);
+        crate::stall_events::journal_start(key.dev, now);
     }
 }
 
@@ -93,7 +94,9 @@ fn end(key: Option<CommitKey>) {
     };
     let _ = COMMITS_INFLIGHT.remove(&key);
     // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(started);
+    let t = unsafe { bpf_ktime_get_ns() };
+    crate::stall_events::journal_end(key.dev, started, t);
+    let ns = t.saturating_sub(started);
     let agg = JournalKey {
         kind: key.kind,
         dev: key.dev,

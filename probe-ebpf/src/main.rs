@@ -3,8 +3,8 @@
 //! Hooks are classic tracepoints (their record layout comes from the running kernel's format files)
 //! and BTF tracepoints on hot paths (struct offsets from the kernel's BTF), both injected as
 //! load-time globals, so that the same object loads on every kernel with BTF. Everything is
-//! aggregated in per-CPU maps that the daemon reads when Prometheus scrapes; no per-event records
-//! leave the kernel.
+//! aggregated in per-CPU maps that the daemon reads when Prometheus scrapes; the only per-event
+//! records that leave the kernel are stall events (operations over a threshold, `stall_events`).
 #![no_std]
 #![no_main]
 // Atomic add on map values (see folio_wait.rs): the BPF target lacks compare-and-swap, so
@@ -21,6 +21,7 @@ mod hist;
 mod io_uring_sync;
 mod journal;
 mod msync_dev;
+mod stall_events;
 mod submissions;
 mod sync_calls;
 mod writeback;

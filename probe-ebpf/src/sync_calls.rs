@@ -25,9 +25,10 @@ use probe_common::{
 };
 
 use crate::{
-    fd_dev::dev_of_fd,
+    fd_dev::{dev_of_inode, inode_of_fd},
     globals::{FDATASYNC_ENTER_FMT, FSYNC_ENTER_FMT, is_ignored_tgid},
     hist::{record, value_or_insert},
+    stall_events,
 };
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
@@ -116,7 +117,8 @@ pub fn sys_enter_sync_file_range(ctx: TracePointContext) -> u32 {
     let (Some(fd), Some(flags)) = (read_u64(&ctx, f.fd), read_u64(&ctx, f.flags)) else {
         return 0;
     };
-    begin(tid, SyncSyscall::SyncFileRange, dev_of_fd(fd), flags as u32);
+    let inode = inode_of_fd(fd).unwrap_or(0);
+    begin(tid, SyncSyscall::SyncFileRange, inode, flags as u32);
     0
 }
 
@@ -196,12 +198,19 @@ fn enter_fd(ctx: &TracePointContext, syscall: SyncSyscall, fd_offset: u32) {
         return;
     };
     if let Some(fd) = read_u64(ctx, fd_offset) {
-        begin(tid, syscall, dev_of_fd(fd), 0);
+        begin(tid, syscall, inode_of_fd(fd).unwrap_or(0), 0);
     }
 }
 
+/// Starts timing a call of thread `tid` on the file whose inode is at kernel address `inode`
+/// (0: no file, or not resolvable).
 #[inline(always)]
-fn begin(tid: u32, syscall: SyncSyscall, dev: u32, flags: u32) {
+fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
+    let (dev, ino) = if inode == 0 {
+        (0, 0)
+    } else {
+        (dev_of_inode(inode), stall_events::ino_of(inode))
+    };
     let start = SyncStart {
         start_ns: now(),
         syscall: syscall as u32,
@@ -210,6 +219,7 @@ fn begin(tid: u32, syscall: SyncSyscall, dev: u32, flags: u32) {
         _reserved: 0,
     };
     let _ = SYNC_INFLIGHT.insert(&tid, &start, 0);
+    stall_events::open_sync(tid, dev, ino, start.start_ns);
 }
 
 #[inline(always)]
@@ -225,7 +235,16 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
         // A stale entry from a call whose exit we missed: drop it rather than mis-attribute.
         return;
     }
-    let ns = now().saturating_sub(start.start_ns);
+    let end = now();
+    stall_events::close_sync(
+        tid,
+        start.syscall,
+        start.dev,
+        start.flags,
+        start.start_ns,
+        end,
+    );
+    let ns = end.saturating_sub(start.start_ns);
     // Kernel-side logging costs microseconds per event: only in `debug` builds.
     #[cfg(feature = "debug")]
     aya_log_ebpf::debug!(

@@ -25,6 +25,8 @@ pub struct CollectorContext {
     pub page_size: u64,
     /// Failed map reads by map name, exported as `wbscope_map_read_errors_total`.
     pub map_errors: MapErrors,
+    /// Stall counters, shared with the stall service that counts them.
+    pub stalls: crate::stalls::StallShared,
 }
 
 /// One family of probes and metrics.
@@ -65,5 +67,6 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(dirty_memory::DirtyMemory::default()),
         Box::new(dirty_throttle::DirtyThrottle::default()),
         Box::new(writeback_wait::WritebackWait::default()),
+        Box::new(crate::stalls::family::StallEvents::default()),
     ]
 }

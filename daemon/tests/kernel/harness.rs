@@ -56,6 +56,11 @@ impl TestDaemon {
         }
     }
 
+    /// The HTTP listener's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// What happened to each probe.
     pub fn reports(&self) -> &[wbscope::probes::ProbeReport] {
         self.daemon

@@ -141,8 +141,18 @@ fn example_config_lists_every_key_with_its_default() {
         log_level: _,
         ignore_own_io: _,
         disabled_probes: _,
+        stalls: _,
     } = parsed;
-    for key in ["listen", "log_level", "ignore_own_io", "disable"] {
+    for key in [
+        "listen",
+        "log_level",
+        "ignore_own_io",
+        "disable",
+        "threshold",
+        "window",
+        "max_events",
+        "socket",
+    ] {
         assert!(
             uncommented
                 .lines()

@@ -1,0 +1,59 @@
+//! Durations as operators type them: `100ms`, `3s`, `10m`, `250us`, `1h`, or `0`.
+
+/// Parses a duration with a unit (`ns`, `us`, `ms`, `s`, `m`, `h`) into nanoseconds. A bare `0`
+/// is accepted; other bare numbers are rejected, so that `100` is never silently seconds.
+pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    if s == "0" {
+        return Ok(0);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("'{text}' has no unit (use e.g. 100ms, 3s, 10m)"))?;
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' does not start with a number"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{text}' (ns, us, ms, s, m, h)"
+            ));
+        }
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
+        return Err(format!("'{text}' is out of range"));
+    }
+    Ok(ns.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration_ns("100ms"), Ok(100_000_000));
+        assert_eq!(parse_duration_ns("3s"), Ok(3_000_000_000));
+        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("10m"), Ok(600_000_000_000));
+        assert_eq!(parse_duration_ns("250us"), Ok(250_000));
+        assert_eq!(parse_duration_ns("0"), Ok(0));
+        assert_eq!(parse_duration_ns(" 7ns "), Ok(7));
+    }
+
+    #[test]
+    fn rejects_missing_or_unknown_units() {
+        assert!(parse_duration_ns("100").is_err());
+        assert!(parse_duration_ns("5 parsecs").is_err());
+        assert!(parse_duration_ns("ms").is_err());
+        assert!(parse_duration_ns("").is_err());
+    }
+}

@@ -1,0 +1,86 @@
+//! The stall-events family: no probes of its own (the other families' probes report stalls),
+//! the BTF facts the stall code needs, and the stall metrics.
+
+use aya::{Ebpf, EbpfLoader};
+use probe_common::stall::{StallLayout, names};
+use prometheus::core::Collector;
+
+use super::{metrics::DropsCollector, source::take_drops};
+use crate::{
+    families::{CollectorContext, Family, KernelInfo},
+    kernel::{btf::Btf, layout::member_offset},
+    probes::ProbeSpec,
+};
+
+/// The stall-events family.
+#[derive(Default)]
+pub struct StallEvents {
+    layout: Option<Result<StallLayout, String>>,
+}
+
+fn resolve_layout(btf: &Btf) -> Result<StallLayout, String> {
+    let op_flush = btf
+        .enum_value("req_op", "REQ_OP_FLUSH")
+        .map_err(|e| e.to_string())?;
+    Ok(StallLayout {
+        inode_i_ino: member_offset(btf, "inode", "i_ino", 8)?,
+        op_flush: u32::try_from(op_flush).map_err(|_| format!("REQ_OP_FLUSH = {op_flush}"))?,
+        task_comm: member_offset(btf, "task_struct", "comm", 16)?,
+        task_tgid: member_offset(btf, "task_struct", "tgid", 4)?,
+        resolved: 1,
+        _reserved: 0,
+    })
+}
+
+impl Family for StallEvents {
+    fn name(&self) -> &'static str {
+        "stall events"
+    }
+
+    fn probes(&self) -> &'static [ProbeSpec] {
+        &[]
+    }
+
+    fn resolve(&mut self, kernel: &KernelInfo) {
+        self.layout = Some(match &kernel.btf {
+            Ok(btf) => resolve_layout(btf),
+            Err(why) => Err(format!("no kernel BTF: {why}")),
+        });
+    }
+
+    fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
+        None
+    }
+
+    fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
+        if let Some(Ok(layout)) = &self.layout {
+            loader.override_global(names::STALL_LAYOUT, layout, true);
+        }
+    }
+
+    fn describe(&self) -> Vec<String> {
+        match &self.layout {
+            Some(Ok(_)) => vec![
+                "stall events: inode numbers, flush time and writeback waiters' names resolved"
+                    .into(),
+                "stall events: the device's dirty/writeback state at completion is not recorded"
+                    .into(),
+            ],
+            Some(Err(why)) => vec![format!(
+                "stall events without inode numbers, flush time and waiters' names: {why}"
+            )],
+            None => Vec::new(),
+        }
+    }
+
+    fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+        vec![
+            Box::new(ctx.stalls.stalls_total.clone()),
+            Box::new(DropsCollector::new(
+                take_drops(ebpf),
+                ctx.stalls.clone(),
+                ctx.map_errors.clone(),
+            )),
+        ]
+    }
+}

@@ -1,0 +1,386 @@
+//! Stall events: operations over the configured threshold, written to the `STALL_EVENTS` ring
+//! buffer with the task, the device and a breakdown of where a sync call's time went.
+//!
+//! The families' own probes call in here at the points where they know a duration (sync call
+//! exit, io_uring completion, throttling pause, writeback wait end, journal commit end, block
+//! request completion). A duration below the threshold returns after one array lookup: fast
+//! operations never touch the ring buffer.
+//!
+//! Breakdown of a sync call (all per thread id, between its enter and exit):
+//! - writeback waits and throttling pauses of the thread are added to its [`OpenCall`];
+//! - journal and flush time come from per-device busy clocks ([`DevBusy`]): the difference of the
+//!   clock between the call's start and end is the time during the call in which a journal commit
+//!   (resp. at least one flush request) of the call's device was running.
+//!
+//! The flush clock is updated from any CPU without a lock (BPF spin locks need BTF-described
+//! map values, which aya's legacy map definitions do not have): the in-flight count is changed
+//! atomically, the start and total may race when two flushes of one device start or end at the
+//! same instant; each part is clipped to the call's duration in any case.
+
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
+use aya_ebpf::{
+    Global,
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+    },
+    macros::map,
+    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+};
+use probe_common::{
+    stall::{DevBusy, OpenCall, STALL_RING_BYTES, StallConfig, StallEvent, StallKind, StallLayout},
+    writeback::BDI_NAME_LEN,
+};
+
+use crate::fd_dev::read;
+
+/// Offsets from BTF, resolved by the daemon.
+// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+#[used]
+#[unsafe(no_mangle)]
+pub static STALL_LAYOUT: Global<StallLayout> = Global::new(StallLayout {
+    inode_i_ino: 0,
+    op_flush: 0,
+    task_comm: 0,
+    task_tgid: 0,
+    resolved: 0,
+    _reserved: 0,
+});
+
+/// The stall events. Read by the daemon's flight recorder (or `wbscope trace`).
+#[map]
+static STALL_EVENTS: RingBuf = RingBuf::with_byte_size(STALL_RING_BYTES, 0);
+
+/// Threshold and on/off switch; the daemon writes it after loading and may change it any time.
+#[map]
+static STALL_CONFIG: Array<StallConfig> = Array::with_max_entries(1, 0);
+
+/// Events lost because the ring buffer was full. Feeds `wbscope_events_dropped_total`.
+#[map]
+static STALL_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Sync calls in flight by thread id, with their breakdown accumulators. LRU: an enter whose
+/// exit is never seen must not pin an entry.
+#[map]
+static STALL_OPEN: LruHashMap<u32, OpenCall> = LruHashMap::with_max_entries(16384, 0);
+
+/// Journal and flush busy clocks by kernel dev_t. LRU so that short-lived devices cannot fill it.
+#[map]
+static DEV_BUSY: LruHashMap<u32, DevBusy> = LruHashMap::with_max_entries(1024, 0);
+
+const EMPTY_BUSY: DevBusy = DevBusy {
+    journal_total_ns: 0,
+    journal_since_ns: 0,
+    flush_total_ns: 0,
+    flush_since_ns: 0,
+    flush_inflight: 0,
+};
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// The threshold, or `None` while stall events are off.
+#[inline(always)]
+fn threshold() -> Option<u64> {
+    let c = STALL_CONFIG.get(0)?;
+    (c.enabled != 0).then_some(c.threshold_ns)
+}
+
+/// The inode number at kernel address `inode`, or 0.
+#[inline(always)]
+pub fn ino_of(inode: u64) -> u64 {
+    let l = STALL_LAYOUT.load();
+    if l.resolved == 0 {
+        return 0;
+    }
+    read::<u64>(inode + l.inode_i_ino as u64).unwrap_or(0)
+}
+
+#[inline(always)]
+fn busy(dev: u32) -> Option<*mut DevBusy> {
+    if let Some(b) = DEV_BUSY.get_ptr_mut(&dev) {
+        return Some(b);
+    }
+    let _ = DEV_BUSY.insert(&dev, &EMPTY_BUSY, 0);
+    DEV_BUSY.get_ptr_mut(&dev)
+}
+
+/// A sync call of thread `tid` on `dev` (0: unknown) starts.
+#[inline(always)]
+pub fn open_sync(tid: u32, dev: u32, ino: u64, start_ns: u64) {
+    let (journal_at_start, flush_at_start) = match DEV_BUSY.get_ptr_mut(&dev) {
+        // SAFETY: map value pointer, valid for this program run; copied out at once.
+        Some(b) if dev != 0 => {
+            let b = unsafe { *b };
+            (b.journal_at(start_ns), b.flush_at(start_ns))
+        }
+        _ => (0, 0),
+    };
+    let call = OpenCall {
+        ino,
+        wb_wait_ns: 0,
+        throttle_ns: 0,
+        journal_at_start,
+        flush_at_start,
+    };
+    let _ = STALL_OPEN.insert(&tid, &call, 0);
+}
+
+/// A sync call of thread `tid` ends: an event if it took at least the threshold.
+#[inline(always)]
+pub fn close_sync(tid: u32, kind: u32, dev: u32, flags: u32, start_ns: u64, end_ns: u64) {
+    // SAFETY: copied out immediately; removed right after.
+    let call = unsafe { STALL_OPEN.get(&tid) }.copied();
+    let _ = STALL_OPEN.remove(&tid);
+    let Some(limit) = threshold() else {
+        return;
+    };
+    let duration = end_ns.saturating_sub(start_ns);
+    if duration < limit {
+        return;
+    }
+    let mut ev = base(kind, dev, start_ns, duration);
+    ev.detail = flags;
+    if let Some(call) = call {
+        ev.ino = call.ino;
+        ev.wb_wait_ns = call.wb_wait_ns.min(duration);
+        ev.throttle_ns = call.throttle_ns.min(duration);
+        if dev != 0
+            && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
+        {
+            // SAFETY: map value pointer, valid for this program run; copied out at once.
+            let b = unsafe { *b };
+            // A clock that started after the call (the device's entry was created during it)
+            // reads from 0: saturating_sub then counts from the entry's creation.
+            ev.journal_ns = b
+                .journal_at(end_ns)
+                .saturating_sub(call.journal_at_start)
+                .min(duration);
+            ev.flush_ns = b
+                .flush_at(end_ns)
+                .saturating_sub(call.flush_at_start)
+                .min(duration);
+        }
+    }
+    current_task(&mut ev);
+    emit(&ev);
+}
+
+/// An io_uring sync request completed (in whichever task posts the completion; the request ran
+/// in an io-wq worker, so there is no per-thread breakdown).
+#[inline(always)]
+pub fn close_uring(kind: u32, dev: u32, flags: u32, start_ns: u64, end_ns: u64) {
+    let Some(limit) = threshold() else {
+        return;
+    };
+    let duration = end_ns.saturating_sub(start_ns);
+    if duration < limit {
+        return;
+    }
+    let mut ev = base(kind, dev, start_ns, duration);
+    ev.detail = flags;
+    current_task(&mut ev);
+    emit(&ev);
+}
+
+/// The current thread is about to sleep `pause_ns` in balance_dirty_pages on `bdi`.
+#[inline(always)]
+pub fn throttled(pause_ns: u64, bdi: &[u8; BDI_NAME_LEN]) {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    if let Some(call) = STALL_OPEN.get_ptr_mut(&tid) {
+        // SAFETY: map value pointer, valid for this program run; only this thread's programs
+        // touch its entry.
+        unsafe { (*call).throttle_ns += pause_ns };
+    }
+    let Some(limit) = threshold() else {
+        return;
+    };
+    if pause_ns < limit {
+        return;
+    }
+    let t = now();
+    let mut ev = base(StallKind::DirtyThrottle as u32, 0, t, pause_ns);
+    ev.bdi = *bdi;
+    current_task(&mut ev);
+    emit(&ev);
+}
+
+/// Thread `tid` (task at `task`, being switched in) slept `ns` on a folio under writeback of
+/// `dev`, from `start_ns`.
+#[inline(always)]
+pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
+    if let Some(call) = STALL_OPEN.get_ptr_mut(&tid) {
+        // SAFETY: map value pointer, valid for this program run.
+        unsafe { (*call).wb_wait_ns += ns };
+    }
+    let Some(limit) = threshold() else {
+        return;
+    };
+    if ns < limit {
+        return;
+    }
+    let l = STALL_LAYOUT.load();
+    let mut ev = base(StallKind::WritebackWait as u32, dev, start_ns, ns);
+    ev.pid = tid;
+    if l.resolved != 0 {
+        ev.tgid = read::<u32>(task + l.task_tgid as u64).unwrap_or(0);
+        ev.comm = read::<[u8; 16]>(task + l.task_comm as u64).unwrap_or([0; 16]);
+    }
+    emit(&ev);
+}
+
+/// A journal commit of `dev` starts.
+#[inline(always)]
+pub fn journal_start(dev: u32, t: u64) {
+    if let Some(b) = busy(dev) {
+        // SAFETY: map value pointer, valid for this program run.
+        let b = unsafe { &mut *b };
+        if b.journal_since_ns != 0 && t > b.journal_since_ns {
+            // A start without an end (missed): close the previous period here.
+            b.journal_total_ns += t - b.journal_since_ns;
+        }
+        b.journal_since_ns = t;
+    }
+}
+
+/// A journal commit of `dev` that started at `start_ns` ends.
+#[inline(always)]
+pub fn journal_end(dev: u32, start_ns: u64, t: u64) {
+    if let Some(b) = DEV_BUSY.get_ptr_mut(&dev) {
+        // SAFETY: map value pointer, valid for this program run.
+        let b = unsafe { &mut *b };
+        if b.journal_since_ns != 0 && t > b.journal_since_ns {
+            b.journal_total_ns += t - b.journal_since_ns;
+        }
+        b.journal_since_ns = 0;
+    }
+    let Some(limit) = threshold() else {
+        return;
+    };
+    let ns = t.saturating_sub(start_ns);
+    if ns < limit {
+        return;
+    }
+    let mut ev = base(StallKind::JournalCommit as u32, dev, start_ns, ns);
+    current_task(&mut ev);
+    emit(&ev);
+}
+
+/// A block request of `op` was issued on `dev`.
+#[inline(always)]
+pub fn block_issued(dev: u32, op: u32, t: u64) {
+    let l = STALL_LAYOUT.load();
+    if l.resolved == 0 || op != l.op_flush {
+        return;
+    }
+    if let Some(b) = busy(dev) {
+        add(b, 1);
+        if inflight(b) == 1 {
+            // SAFETY: map value pointer, valid for this program run.
+            unsafe { (*b).flush_since_ns = t };
+        }
+    }
+}
+
+/// Atomically adds `delta` to the device's flush in-flight count. The BPF target of this build
+/// (cpu v1) has atomic add without fetch, so callers read the count back afterwards: two
+/// flushes of one device changing it at the same instant may both see the other's update, which
+/// at worst shifts a busy period's start or end by that instant.
+#[inline(always)]
+fn add(b: *mut DevBusy, delta: u64) {
+    // SAFETY: map value pointer, 8-byte aligned, valid for this program run; the in-flight count
+    // is only changed with atomic adds.
+    unsafe {
+        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*b).flush_inflight, delta)
+    };
+}
+
+/// The in-flight count as it is in memory now (another CPU may have changed it).
+#[inline(always)]
+fn inflight(b: *mut DevBusy) -> u64 {
+    // SAFETY: map value pointer, aligned, valid for this program run.
+    unsafe { core::ptr::read_volatile(&raw const (*b).flush_inflight) }
+}
+
+/// A block request of `op` on `dev`, issued at `issued`, completed at `t`.
+#[inline(always)]
+pub fn block_completed(dev: u32, op: u32, issued: u64, t: u64) {
+    let l = STALL_LAYOUT.load();
+    if l.resolved != 0
+        && op == l.op_flush
+        && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
+    {
+        add(b, u64::MAX); // wrapping −1
+        let left = inflight(b);
+        // SAFETY: map value pointer, valid for this program run.
+        let busy = unsafe { &mut *b };
+        if left > u32::MAX as u64 {
+            // Wrapped below 0: a flush issued before the probes were attached. Undo.
+            add(b, 1);
+        } else if left == 0 && t > busy.flush_since_ns {
+            busy.flush_total_ns += t - busy.flush_since_ns;
+        }
+    }
+    let Some(limit) = threshold() else {
+        return;
+    };
+    let ns = t.saturating_sub(issued);
+    if ns < limit {
+        return;
+    }
+    let mut ev = base(StallKind::BlockRequest as u32, dev, issued, ns);
+    ev.detail = op;
+    // The completing task is rarely the submitter (interrupt, driver or loop worker): no task.
+    emit(&ev);
+}
+
+#[inline(always)]
+fn base(kind: u32, dev: u32, start_ns: u64, duration_ns: u64) -> StallEvent {
+    StallEvent {
+        start_ns,
+        duration_ns,
+        wb_wait_ns: 0,
+        throttle_ns: 0,
+        journal_ns: 0,
+        flush_ns: 0,
+        cgroup_id: 0,
+        ino: 0,
+        pid: 0,
+        tgid: 0,
+        kind,
+        dev,
+        comm: [0; 16],
+        bdi: [0; BDI_NAME_LEN],
+        detail: 0,
+        _reserved: 0,
+    }
+}
+
+#[inline(always)]
+fn current_task(ev: &mut StallEvent) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    ev.pid = pid_tgid as u32;
+    ev.tgid = (pid_tgid >> 32) as u32;
+    ev.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    // SAFETY: bpf_get_current_cgroup_id has no preconditions.
+    ev.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+}
+
+#[inline(always)]
+fn emit(ev: &StallEvent) {
+    match STALL_EVENTS.reserve::<StallEvent>(0) {
+        Some(mut entry) => {
+            entry.write(*ev);
+            entry.submit(0);
+        }
+        None => {
+            if let Some(drops) = STALL_DROPS.get_ptr_mut(0) {
+                // SAFETY: this CPU's element of a per-CPU array, valid for this program run.
+                unsafe { *drops += 1 };
+            }
+        }
+    }
+}
