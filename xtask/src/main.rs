@@ -3,6 +3,7 @@
 
 mod apt;
 mod cmd;
+mod dashboards;
 mod host;
 mod linker;
 mod lint;
@@ -36,6 +37,9 @@ enum Command {
     Run(run::RunArgs),
     /// Run the test tiers: lint, unit, kernel, smoke.
     Test(test::TestArgs),
+    /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
+    /// names); `--write` regenerates them.
+    Dashboards(dashboards::DashboardsArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -62,6 +66,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::CheckSetup => setup::check(&pins)?,
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
+        Command::Dashboards(args) => dashboards::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;
