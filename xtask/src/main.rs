@@ -35,7 +35,7 @@ enum Command {
     CheckSetup,
     /// Build wbscope in release mode and run `wbscope run [ARGS]`.
     Run(run::RunArgs),
-    /// Run the test tiers: lint, unit, kernel, smoke.
+    /// Run the test tiers: lint, unit, kernel, smoke, e2e.
     Test(test::TestArgs),
     /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
     /// names); `--write` regenerates them.
