@@ -1,10 +1,13 @@
 //! The daemon's life: start (check privileges, bind, resolve the kernel layout, load and attach,
 //! serve) and stop (stop serving, detach everything).
 
-use std::{future::Future, net::SocketAddr, sync::Arc};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use prometheus::Registry;
-use tokio::{sync::oneshot, task::JoinHandle};
+use tokio::{
+    sync::{oneshot, watch},
+    task::JoinHandle,
+};
 
 use crate::{
     config::Config,
@@ -13,6 +16,7 @@ use crate::{
     metrics::{AttachedProgram, MapErrors, SelfCollector},
     privileges::{PrivilegeError, require_bpf_privileges},
     probes::{self, AttachStatus, LoadError, LoadedProbes, ProbeReport, loader::load_and_attach},
+    reload::{self, ReloadPlan},
     server::{self, BindError},
 };
 
@@ -35,11 +39,21 @@ pub enum DaemonError {
     Serve(#[source] std::io::Error),
     #[error("HTTP server task failed")]
     Join(#[from] tokio::task::JoinError),
+    #[error("HTTP server stopped unexpectedly")]
+    ServerGone,
+    #[error("cannot install the SIGHUP handler")]
+    Signal(#[source] std::io::Error),
 }
+
+/// How long [`Daemon::stop`] lets open HTTP connections finish before closing them: a scraper
+/// holding a connection open must not delay shutdown past systemd's stop timeout.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// A running daemon. Its probes stay attached until [`Daemon::stop`] (or drop).
 pub struct Daemon {
     addr: SocketAddr,
+    /// The running config; reloads replace it, readers of live settings hold receivers.
+    config: watch::Sender<Config>,
     reports: Vec<ProbeReport>,
     stop_server: oneshot::Sender<()>,
     server: JoinHandle<std::io::Result<()>>,
@@ -132,6 +146,7 @@ impl Daemon {
         );
         Ok(Daemon {
             addr,
+            config: watch::Sender::new(config.clone()),
             reports: loaded.reports,
             stop_server,
             server,
@@ -150,11 +165,62 @@ impl Daemon {
         &self.reports
     }
 
-    /// Stops serving, then detaches every probe.
-    pub async fn stop(self) -> Result<(), DaemonError> {
+    /// Whether the HTTP server still runs (it only ends on its own after an error).
+    pub fn is_serving(&self) -> bool {
+        !self.server.is_finished()
+    }
+
+    /// A receiver of the running config, updated by every accepted reload.
+    pub fn config_watch(&self) -> watch::Receiver<Config> {
+        self.config.subscribe()
+    }
+
+    /// Applies the live settings of `requested` (see [`reload::plan`]) without detaching
+    /// anything, logs each refused restart-only change, and returns what it did.
+    pub fn reload(&self, requested: Config) -> ReloadPlan {
+        let plan = reload::plan(&self.config.borrow(), requested);
+        for refusal in &plan.refused {
+            tracing::warn!("reload: {refusal}");
+        }
+        if plan.changed.contains(&"log_level") {
+            let level = plan.config.log_level;
+            match crate::logging::set_level(level) {
+                crate::logging::LevelChange::Applied => {}
+                crate::logging::LevelChange::OverriddenByRustLog => {
+                    tracing::warn!(
+                        "reload: log_level {} ignored: RUST_LOG is set",
+                        level.as_str()
+                    )
+                }
+                crate::logging::LevelChange::NotOurs => {
+                    tracing::warn!("reload: log_level not applied: another logger is installed")
+                }
+            }
+        }
+        self.config.send_replace(plan.config.clone());
+        tracing::info!("{}", plan.summary());
+        plan
+    }
+
+    /// Stops serving (open connections get [`SHUTDOWN_GRACE`]) and detaches every probe.
+    ///
+    /// Both run at once: detaching classic tracepoints is serialised in the kernel and waits for
+    /// RCU grace periods (about 20 ms per tracepoint), so waiting for a slow client first would
+    /// add the two delays. A scrape still in flight only reads maps, which stay open until the
+    /// object is dropped at the end of the detach.
+    pub async fn stop(mut self) -> Result<(), DaemonError> {
         let _ = self.stop_server.send(());
-        let served = self.server.await?;
-        drop(self.ebpf);
+        let ebpf = self.ebpf;
+        let detached = tokio::task::spawn_blocking(move || probes::detach::detach_all(ebpf));
+        let served = match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server).await {
+            Ok(joined) => joined?,
+            Err(_) => {
+                tracing::info!("closing HTTP connections still open after {SHUTDOWN_GRACE:?}");
+                self.server.abort();
+                Ok(())
+            }
+        };
+        detached.await?;
         tracing::info!("stopped; all probes detached");
         served.map_err(DaemonError::Serve)
     }
@@ -173,25 +239,33 @@ fn enable_run_time_stats() -> Option<std::os::fd::OwnedFd> {
     match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
         Ok(fd) => Some(fd),
         Err(err) => {
-            tracing::warn!(
-                "cannot enable BPF run-time stats ({err}); wbscope_bpf_program_* stay at 0"
-            );
+            // The sysctl turns them on for everyone; then they count without our fd.
+            let by_sysctl = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+                .is_ok_and(|v| v.trim() == "1");
+            if by_sysctl {
+                tracing::info!("BPF run-time stats are on (kernel.bpf_stats_enabled = 1)");
+            } else {
+                tracing::warn!(
+                    "cannot enable BPF run-time stats ({err}; needs CAP_SYS_ADMIN, or \
+                     `sysctl kernel.bpf_stats_enabled=1`); wbscope_bpf_program_* stay at 0"
+                );
+            }
             None
         }
     }
 }
 
-/// Name and kernel id of every attached program, for the run-time stats.
+/// Name and a descriptor of every attached program, for the run-time stats.
 fn attached_programs(loaded: &LoadedProbes) -> Vec<AttachedProgram> {
     loaded
         .reports
         .iter()
         .filter(|r| r.status.is_attached())
         .filter_map(|r| {
-            let info = loaded.ebpf.program(r.spec.program)?.info().ok()?;
+            let fd = loaded.ebpf.program(r.spec.program)?.fd().ok()?;
             Some(AttachedProgram {
                 name: r.spec.program,
-                id: info.id(),
+                fd: Arc::new(fd.try_clone().ok()?),
             })
         })
         .collect()

@@ -2,7 +2,8 @@
 //!
 //! The daemon loads `probe-ebpf`'s programs, resolves the running kernel's layouts (tracefs
 //! formats, BTF) into their load-time globals, and exports the per-CPU aggregates as Prometheus
-//! metrics at scrape time. `main.rs` only wires the CLI to [`daemon::run`] and [`check::run_check`].
+//! metrics at scrape time. `main.rs` only wires the CLI to [`service::run`] (the daemon with
+//! readiness, watchdog and reload) and [`check::run_check`].
 
 pub mod check;
 pub mod cli;
@@ -12,9 +13,12 @@ pub mod families;
 pub mod kernel;
 pub mod logging;
 pub mod metrics;
+pub mod notify;
 pub mod privileges;
 pub mod probes;
+pub mod reload;
 pub mod server;
+pub mod service;
 
 pub use config::Config;
 pub use daemon::{Daemon, DaemonError, run};

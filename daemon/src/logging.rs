@@ -1,21 +1,65 @@
 //! Logging through `tracing`, journald-friendly: no ANSI colours unless stderr is a terminal.
 //! `log` records (aya and aya-log's bridged kernel-side records) land in the same stream.
+//! The level can change at run time (config reload) through a reloadable filter.
 
-use std::io::IsTerminal;
+use std::{io::IsTerminal, sync::OnceLock};
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{
+    EnvFilter, Registry, layer::SubscriberExt as _, reload, util::SubscriberInitExt as _,
+};
 
 use crate::config::LogLevel;
+
+/// The handle that swaps the installed filter; set once by [`init`].
+static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
+
+/// What [`set_level`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LevelChange {
+    Applied,
+    /// `RUST_LOG` is set and wins over the config, at start and on reload alike.
+    OverriddenByRustLog,
+    /// Another subscriber was installed before ours (e.g. by a test harness).
+    NotOurs,
+}
+
+/// The filter for `level`: our records at `level`, aya's own chatter from warn up.
+fn filter_for(level: LogLevel) -> EnvFilter {
+    EnvFilter::new(format!("{},aya=warn", level.as_str()))
+}
+
+fn rust_log_set() -> bool {
+    std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty())
+}
 
 /// Installs the global subscriber. `RUST_LOG`, when set, overrides `level`. Calling it twice is
 /// harmless (the second call keeps the first subscriber).
 pub fn init(level: LogLevel) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{},aya=warn", level.as_str())));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .try_init();
+    let filter = if rust_log_set() {
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| filter_for(level))
+    } else {
+        filter_for(level)
+    };
+    let (filter, handle) = reload::Layer::new(filter);
+    let subscriber = tracing_subscriber::registry().with(filter).with(
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_target(false),
+    );
+    // try_init also routes `log` records (aya, aya-log) into tracing.
+    if subscriber.try_init().is_ok() {
+        let _ = FILTER.set(handle);
+    }
+}
+
+/// Changes the level of the running subscriber (config reload).
+pub fn set_level(level: LogLevel) -> LevelChange {
+    if rust_log_set() {
+        return LevelChange::OverriddenByRustLog;
+    }
+    match FILTER.get() {
+        Some(handle) if handle.reload(filter_for(level)).is_ok() => LevelChange::Applied,
+        _ => LevelChange::NotOurs,
+    }
 }

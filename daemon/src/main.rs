@@ -50,7 +50,15 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(wbscope::run(config, shutdown_signal()))?;
+    // SIGHUP re-reads the same file with the same command-line overrides.
+    let reload = || load_config(args).map_err(|e| format!("{e:#}"));
+    let notifier = wbscope::notify::Notifier::from_env();
+    runtime.block_on(wbscope::service::run(
+        config,
+        reload,
+        shutdown_signal(),
+        notifier,
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

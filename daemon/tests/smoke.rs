@@ -67,33 +67,36 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Ids of the BPF programs process `pid` holds open, from its fdinfo (`prog_id:` lines). Per
-/// process, so other BPF users on the host cannot confuse the test.
-fn program_ids_of(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+/// Ids of the BPF programs process `pid` holds (`prog_id:` in /proc/PID/fdinfo). Ids, not names:
+/// other daemons and kernel tests on the same host load programs with the same names.
+fn program_ids(pid: u32) -> Vec<u32> {
+    let mut ids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .expect("read fdinfo")
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
         .filter_map(|info| {
             info.lines()
                 .find_map(|l| l.strip_prefix("prog_id:"))
-                .and_then(|v| v.trim().parse().ok())
+                .and_then(|id| id.trim().parse().ok())
         })
-        .collect()
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
-/// Ids of every BPF program loaded on the host, from `bpftool prog show` (`<id>: <type> …`).
-fn loaded_program_ids() -> Vec<u32> {
-    let output = Command::new("bpftool")
-        .args(["prog", "show"])
-        .output()
-        .expect("run bpftool (installed by cargo xtask setup)");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .filter_map(|(id, _)| id.trim().parse().ok())
+/// Which of `ids` are still loaded (`bpftool prog show id N` succeeds).
+fn still_loaded(ids: &[u32]) -> Vec<u32> {
+    ids.iter()
+        .copied()
+        .filter(|id| {
+            Command::new("bpftool")
+                .args(["prog", "show", "id", &id.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("run bpftool (installed by cargo xtask setup)")
+                .success()
+        })
         .collect()
 }
 
@@ -151,10 +154,10 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         probes.len() as f64,
         "every probe reports attached"
     );
-    let ours = program_ids_of(pid);
+    let ids = program_ids(pid);
     assert!(
-        ours.len() >= probes.len(),
-        "programs held while running: {ours:?}"
+        ids.len() >= probes.len(),
+        "programs loaded while running: {ids:?}"
     );
 
     // promtool (Debian's prometheus package) validates the exposition.
@@ -190,11 +193,8 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         output.status,
         stderr(&output)
     );
-    let left: Vec<u32> = loaded_program_ids()
-        .into_iter()
-        .filter(|id| ours.contains(id))
-        .collect();
-    assert!(left.is_empty(), "programs left loaded after exit: {left:?}");
+    let left = still_loaded(&ids);
+    assert!(left.is_empty(), "programs {left:?} left loaded after exit");
 }
 
 #[test]

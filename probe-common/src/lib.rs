@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod block;
+pub mod dirty;
 pub mod hist;
 pub mod journal;
 pub mod layout;

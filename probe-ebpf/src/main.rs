@@ -1,14 +1,21 @@
 //! wbscope's eBPF programs.
 //!
-//! Hooks are classic tracepoints (their record layout comes from the running kernel's format files
-//! through load-time globals) so that the same object loads on every kernel with BTF. Everything is
+//! Hooks are classic tracepoints (their record layout comes from the running kernel's format files)
+//! and BTF tracepoints on hot paths (struct offsets from the kernel's BTF), both injected as
+//! load-time globals, so that the same object loads on every kernel with BTF. Everything is
 //! aggregated in per-CPU maps that the daemon reads when Prometheus scrapes; no per-event records
 //! leave the kernel.
 #![no_std]
 #![no_main]
+// Atomic add on map values (see folio_wait.rs): the BPF target lacks compare-and-swap, so
+// core's atomics offer no fetch_add there.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod block;
+mod dirty_throttle;
 mod fd_dev;
+mod folio_wait;
 mod globals;
 mod hist;
 mod io_uring_sync;

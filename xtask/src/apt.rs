@@ -31,6 +31,12 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         // Only for `promtool check metrics`. The package also ships a prometheus service; nothing
         // here needs it running.
         "prometheus".into(),
+        // Service tests: `systemd-analyze verify` on the unit, yamllint on the Kubernetes
+        // manifests (it brings python3-yaml, which the manifest test parses them with), and
+        // dpkg-shlibdeps (dpkg-dev) for `cargo xtask package`'s Depends line.
+        "systemd".into(),
+        "yamllint".into(),
+        "dpkg-dev".into(),
     ]
 }
 

@@ -5,8 +5,10 @@ mod apt;
 mod cmd;
 mod dashboards;
 mod host;
+mod install;
 mod linker;
 mod lint;
+mod package;
 mod pins;
 mod run;
 mod setup;
@@ -40,6 +42,10 @@ enum Command {
     /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
     /// names); `--write` regenerates them.
     Dashboards(dashboards::DashboardsArgs),
+    /// Install the release binary, the systemd unit and the example config (enables nothing).
+    Install(install::InstallArgs),
+    /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
+    Package(package::PackageArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -67,6 +73,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
         Command::Dashboards(args) => dashboards::run(&pins, &args)?,
+        Command::Install(args) => install::run(&pins, &args)?,
+        Command::Package(args) => package::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;

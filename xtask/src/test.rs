@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
-use crate::{dashboards, host, lint, run, setup};
+use crate::{dashboards, host, lint, package, run, setup};
 
 /// A test tier. Declaration order is run order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -187,9 +187,20 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         }
         Tier::Smoke => {
             run::build_release(pins)?;
+            let deb = package::build(
+                pins,
+                &package::PackageArgs {
+                    no_build: true,
+                    no_setup: true,
+                },
+            )?;
             Cmd::workspace_cargo(root, None)
                 .env("WBSCOPE_BIN", run::release_binary(pins))
-                .args(["test", "-p", "wbscope", "--test", "smoke", "--"])
+                .env("WBSCOPE_DEB", deb)
+                .args([
+                    "test", "-p", "wbscope", "--test", "smoke", "--test", "service",
+                ])
+                .arg("--")
                 .args(["--ignored", "--test-threads=1"])
                 .run()
         }

@@ -8,11 +8,14 @@ use prometheus::core::Collector;
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
 pub mod block;
+pub mod dirty_memory;
+pub mod dirty_throttle;
 pub mod filesystems;
 pub mod journal;
 pub mod submissions;
 pub mod sync_calls;
 pub mod writeback;
+pub mod writeback_wait;
 
 pub use crate::kernel::KernelInfo;
 
@@ -59,5 +62,8 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(filesystems::Filesystems),
         Box::new(submissions::Submissions::default()),
         Box::new(block::Block::default()),
+        Box::new(dirty_memory::DirtyMemory::default()),
+        Box::new(dirty_throttle::DirtyThrottle::default()),
+        Box::new(writeback_wait::WritebackWait::default()),
     ]
 }

@@ -4,6 +4,8 @@
 use std::path::Path;
 
 pub mod btf;
+pub mod constants;
+pub mod debugfs;
 pub mod devices;
 pub mod layout;
 pub mod mounts;

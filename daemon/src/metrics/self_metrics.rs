@@ -1,6 +1,9 @@
 //! The daemon's own metrics: build info, which probes are attached, failed map reads.
 
-use std::collections::BTreeMap;
+use std::{
+    os::fd::{AsFd as _, AsRawFd as _},
+    sync::Arc,
+};
 
 use prometheus::{
     core::{Collector, Desc},
@@ -33,11 +36,25 @@ const FAMILIES: &[(&str, &str)] = &[
     ),
 ];
 
-/// An attached program: its name and its kernel id (for run-time stats).
+/// An attached program: its name and our own descriptor of it, whose `/proc/self/fdinfo` entry
+/// carries the run-time stats. Reading them that way needs no capability, unlike listing the
+/// kernel's programs (`BPF_PROG_GET_NEXT_ID` needs CAP_SYS_ADMIN, which the service drops).
 #[derive(Clone, Debug)]
 pub struct AttachedProgram {
     pub name: &'static str,
-    pub id: u32,
+    pub fd: Arc<aya::programs::ProgramFd>,
+}
+
+/// `run_time_ns` and `run_cnt` from a BPF program's fdinfo text (kernel/bpf/syscall.c,
+/// bpf_prog_show_fdinfo).
+fn parse_run_stats(fdinfo: &str) -> Option<(u64, u64)> {
+    let field = |key: &str| {
+        fdinfo
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some((field("run_time_ns:")?, field("run_cnt:")?))
 }
 
 /// Exports `wbscope_build_info`, `wbscope_probe_attached`, `wbscope_map_read_errors_total`.
@@ -71,25 +88,15 @@ impl SelfCollector {
     fn program_stats(&self) -> [MetricBuilder; 2] {
         let mut seconds = MetricBuilder::counter("wbscope_bpf_program_run_seconds_total", FAMILIES);
         let mut runs = MetricBuilder::counter("wbscope_bpf_program_runs_total", FAMILIES);
-        let mut stats: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
-        for info in aya::programs::loaded_programs() {
-            match info {
-                Ok(info) => {
-                    stats.insert(
-                        info.id(),
-                        (info.run_time().as_secs_f64(), info.run_count() as f64),
-                    );
-                }
-                Err(err) => {
-                    tracing::warn!("listing BPF programs: {err}");
-                    break;
-                }
-            }
-        }
         for program in &self.programs {
-            let (secs, count) = stats.get(&program.id).copied().unwrap_or((0.0, 0.0));
-            seconds.add_counter(&[("program", program.name)], secs);
-            runs.add_counter(&[("program", program.name)], count);
+            let fd = program.fd.as_fd().as_raw_fd();
+            let (ns, count) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+                .ok()
+                .as_deref()
+                .and_then(parse_run_stats)
+                .unwrap_or((0, 0));
+            seconds.add_counter(&[("program", program.name)], ns as f64 / 1e9);
+            runs.add_counter(&[("program", program.name)], count as f64);
         }
         [seconds, runs]
     }
@@ -120,5 +127,18 @@ impl Collector for SelfCollector {
             .into_iter()
             .filter_map(MetricBuilder::finish)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_fdinfo_run_stats() {
+        let fdinfo = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nprog_id:\t6789\n\
+                      run_time_ns:\t42701\nrun_cnt:\t47\nrecursion_misses:\t0\n";
+        assert_eq!(parse_run_stats(fdinfo), Some((42701, 47)));
+        assert_eq!(parse_run_stats("prog_id:\t1\n"), None);
     }
 }

@@ -1,6 +1,7 @@
 //! Probes: what they are (`catalog`), and loading/attaching them against the running kernel.
 
 pub mod catalog;
+pub mod detach;
 pub mod loader;
 
 pub use catalog::{Hook, ProbeSpec};

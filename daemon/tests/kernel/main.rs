@@ -4,10 +4,14 @@
 //! nothing privileged runs by accident).
 
 mod block;
+mod bpftrace;
 mod degrade;
+mod dirty_memory;
+mod dirty_throttle;
 mod harness;
 mod journal;
 mod submissions;
 mod sync_all_calls;
 mod sync_calls;
 mod writeback;
+mod writeback_wait;

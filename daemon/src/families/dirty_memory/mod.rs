@@ -1,0 +1,263 @@
+//! Dirty memory, read when Prometheus scrapes (no probes): system dirty/writeback pages and
+//! thresholds from /proc/vmstat and /proc/meminfo, per-device dirty state from debugfs
+//! `bdi/MAJ:MIN/stats`, and I/O pressure from /proc/pressure/io.
+
+use std::path::{Path, PathBuf};
+
+use aya::{Ebpf, EbpfLoader};
+use prometheus::{
+    core::{Collector, Desc},
+    proto::MetricFamily,
+};
+
+use super::{CollectorContext, Family, KernelInfo};
+use crate::{
+    kernel::{debugfs, devices},
+    metrics::{describe, proto::MetricBuilder},
+    probes::ProbeSpec,
+};
+
+pub mod parse;
+
+const VMSTAT: &str = "/proc/vmstat";
+const MEMINFO: &str = "/proc/meminfo";
+const PSI_IO: &str = "/proc/pressure/io";
+
+/// System gauges and counters: metric, /proc/vmstat field (pages).
+const VMSTAT_METRICS: &[(&str, &str)] = &[
+    ("wbscope_dirty_bytes", "nr_dirty"),
+    ("wbscope_writeback_bytes", "nr_writeback"),
+    ("wbscope_dirty_threshold_bytes", "nr_dirty_threshold"),
+    (
+        "wbscope_dirty_background_threshold_bytes",
+        "nr_dirty_background_threshold",
+    ),
+    ("wbscope_dirtied_bytes_total", "nr_dirtied"),
+    ("wbscope_written_bytes_total", "nr_written"),
+];
+
+/// Per-device gauges: metric, debugfs bdi stats field (already in bytes, from its kB unit).
+const BDI_METRICS: &[(&str, &str)] = &[
+    ("wbscope_bdi_dirty_bytes", "BdiReclaimable"),
+    ("wbscope_bdi_writeback_bytes", "BdiWriteback"),
+    ("wbscope_bdi_dirty_threshold_bytes", "BdiDirtyThresh"),
+    (
+        "wbscope_bdi_write_bandwidth_bytes_per_second",
+        "BdiWriteBandwidth",
+    ),
+];
+
+const PSI_METRIC: &str = "wbscope_pressure_io_stalled_seconds_total";
+const MEMORY_TOTAL: &str = "wbscope_memory_total_bytes";
+
+/// Names and help texts (METRICS.md is the contract).
+const FAMILIES: &[(&str, &str)] = &[
+    ("wbscope_dirty_bytes", "System dirty page cache (nr_dirty)."),
+    (
+        "wbscope_writeback_bytes",
+        "System page cache under writeback (nr_writeback).",
+    ),
+    (
+        "wbscope_dirty_threshold_bytes",
+        "Global dirty threshold: writers are throttled above it (nr_dirty_threshold).",
+    ),
+    (
+        "wbscope_dirty_background_threshold_bytes",
+        "Global background threshold: the flushers start above it (nr_dirty_background_threshold).",
+    ),
+    (
+        "wbscope_dirtied_bytes_total",
+        "Page cache dirtied since boot (nr_dirtied).",
+    ),
+    (
+        "wbscope_written_bytes_total",
+        "Page cache written back since boot (nr_written).",
+    ),
+    ("wbscope_memory_total_bytes", "Usable RAM (MemTotal)."),
+    (
+        "wbscope_bdi_dirty_bytes",
+        "Dirty page cache of a backing device (debugfs BdiReclaimable).",
+    ),
+    (
+        "wbscope_bdi_writeback_bytes",
+        "Page cache under writeback on a backing device (debugfs BdiWriteback).",
+    ),
+    (
+        "wbscope_bdi_dirty_threshold_bytes",
+        "A backing device's share of the dirty threshold (debugfs BdiDirtyThresh).",
+    ),
+    (
+        "wbscope_bdi_write_bandwidth_bytes_per_second",
+        "The kernel's estimate of a backing device's write bandwidth (debugfs BdiWriteBandwidth).",
+    ),
+    (
+        "wbscope_pressure_io_stalled_seconds_total",
+        "Time some (or all, kind=full) non-idle tasks were stalled on I/O (/proc/pressure/io total).",
+    ),
+];
+
+/// The dirty-memory family.
+#[derive(Default)]
+pub struct DirtyMemory {
+    /// Where the bdi statistics are, or why they are not available.
+    bdi_root: Option<Result<debugfs::Debugfs, String>>,
+    psi: bool,
+}
+
+impl Family for DirtyMemory {
+    fn name(&self) -> &'static str {
+        "dirty memory"
+    }
+
+    fn probes(&self) -> &'static [ProbeSpec] {
+        &[]
+    }
+
+    fn resolve(&mut self, _kernel: &KernelInfo) {
+        self.bdi_root = Some(debugfs::locate_or_mount().map_err(|e| e.to_string()));
+        // With CONFIG_PSI but psi=0 on the command line the file exists and reading it fails.
+        self.psi = std::fs::read_to_string(PSI_IO).is_ok();
+    }
+
+    fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
+        None
+    }
+
+    fn set_globals<'a>(&'a self, _loader: &mut EbpfLoader<'a>) {}
+
+    fn describe(&self) -> Vec<String> {
+        let bdi = match &self.bdi_root {
+            Some(Ok(d)) if d.mounted_by_us => format!(
+                "per-device dirty state: {}/bdi/*/stats (debugfs mounted by wbscope)",
+                d.root.display()
+            ),
+            Some(Ok(d)) => format!("per-device dirty state: {}/bdi/*/stats", d.root.display()),
+            Some(Err(why)) => format!("per-device dirty state (wbscope_bdi_*) unavailable: {why}"),
+            None => "per-device dirty state: not resolved".to_owned(),
+        };
+        let psi = if self.psi {
+            format!("I/O pressure: {PSI_IO}")
+        } else {
+            format!(
+                "I/O pressure unavailable: no readable {PSI_IO} (kernel without CONFIG_PSI, or \
+                 booted with psi=0); {PSI_METRIC} is not exported"
+            )
+        };
+        vec![bdi, psi]
+    }
+
+    fn collectors(&self, _ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+        let bdi_dir = match &self.bdi_root {
+            Some(Ok(d)) => Some(d.root.join("bdi")),
+            _ => None,
+        };
+        vec![Box::new(DirtyCollector {
+            page_size: ctx.page_size,
+            bdi_dir,
+            descs: describe(FAMILIES),
+        })]
+    }
+}
+
+struct DirtyCollector {
+    page_size: u64,
+    bdi_dir: Option<PathBuf>,
+    descs: Vec<Desc>,
+}
+
+/// Reads a kernel text file; a failure costs only that file's series (logged at debug level:
+/// scrapes repeat, and `wbscope check` reports what is unavailable).
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| tracing::debug!("reading {}: {e}", path.display()))
+        .ok()
+}
+
+impl DirtyCollector {
+    fn system(&self, out: &mut Vec<MetricFamily>) {
+        if let Some(vmstat) = read(Path::new(VMSTAT)).map(|t| parse::name_values(&t)) {
+            for (metric, field) in VMSTAT_METRICS {
+                let Some(pages) = vmstat.get(*field) else {
+                    continue;
+                };
+                let bytes = pages.saturating_mul(self.page_size) as f64;
+                let family = if metric.ends_with("_total") {
+                    let mut f = MetricBuilder::counter(metric, FAMILIES);
+                    f.add_counter(&[], bytes);
+                    f
+                } else {
+                    let mut f = MetricBuilder::gauge(metric, FAMILIES);
+                    f.add_gauge(&[], bytes);
+                    f
+                };
+                out.extend(family.finish());
+            }
+        }
+        if let Some(total) = read(Path::new(MEMINFO))
+            .map(|t| parse::byte_values(&t))
+            .and_then(|m| m.get("MemTotal").copied())
+        {
+            let mut f = MetricBuilder::gauge(MEMORY_TOTAL, FAMILIES);
+            f.add_gauge(&[], total as f64);
+            out.extend(f.finish());
+        }
+    }
+
+    fn per_device(&self, out: &mut Vec<MetricFamily>) {
+        let Some(dir) = &self.bdi_dir else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut families: Vec<MetricBuilder> = BDI_METRICS
+            .iter()
+            .map(|(metric, _)| MetricBuilder::gauge(metric, FAMILIES))
+            .collect();
+        let mut bdis: Vec<(String, PathBuf)> = entries
+            .filter_map(Result::ok)
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .collect();
+        bdis.sort();
+        for (bdi, path) in bdis {
+            let Some(stats) = read(&path.join("stats")).map(|t| parse::byte_values(&t)) else {
+                continue;
+            };
+            let device = devices::label_for_bdi(&bdi);
+            for ((_, field), family) in BDI_METRICS.iter().zip(families.iter_mut()) {
+                if let Some(v) = stats.get(*field) {
+                    family.add_gauge(&[("device", device.as_str())], *v as f64);
+                }
+            }
+        }
+        out.extend(families.into_iter().filter_map(MetricBuilder::finish));
+    }
+
+    fn pressure(&self, out: &mut Vec<MetricFamily>) {
+        let Some(text) = read(Path::new(PSI_IO)) else {
+            return;
+        };
+        let (some, full) = parse::psi_totals(&text);
+        let mut f = MetricBuilder::counter(PSI_METRIC, FAMILIES);
+        for (kind, total_us) in [("some", some), ("full", full)] {
+            if let Some(us) = total_us {
+                f.add_counter(&[("kind", kind)], us as f64 / 1e6);
+            }
+        }
+        out.extend(f.finish());
+    }
+}
+
+impl Collector for DirtyCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut out = Vec::new();
+        self.system(&mut out);
+        self.per_device(&mut out);
+        self.pressure(&mut out);
+        out
+    }
+}

@@ -1,0 +1,76 @@
+//! An independent observer: a bpftrace script running alongside a test, whose aggregates the test
+//! compares with wbscope's.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead as _, BufReader},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+/// A running bpftrace script. Its `BEGIN` block must print a line `ready`; its maps are read from
+/// what bpftrace prints when interrupted (`@name: N`).
+pub struct Bpftrace {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Bpftrace {
+    /// Starts `program` and waits until its probes are attached.
+    pub fn start(program: &str) -> Bpftrace {
+        let script = format!("BEGIN {{ printf(\"ready\\n\"); }} {program}");
+        // bpftrace warns that it cannot raise RLIMIT_MEMLOCK (no CAP_SYS_RESOURCE here) and
+        // carries on: BPF memory is charged to the memory cgroup on this kernel.
+        let mut child = Command::new("bpftrace")
+            .args(["-e", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run bpftrace");
+        let stdout = child.stdout.take().expect("bpftrace stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let tracer = Bpftrace { child, lines };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tracer.lines.recv_timeout(left) {
+                Ok(line) if line.trim() == "ready" => return tracer,
+                Ok(_) => continue,
+                Err(e) => panic!("bpftrace did not attach: {e}"),
+            }
+        }
+    }
+
+    /// Interrupts bpftrace and returns its scalar maps by name (without `@`). A map that never
+    /// got a value is absent.
+    pub fn finish(mut self) -> BTreeMap<String, u64> {
+        // SAFETY: kill only sends a signal to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        let mut maps = BTreeMap::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            if let Some((name, value)) = line.strip_prefix('@').and_then(|l| l.split_once(':'))
+                && let Ok(value) = value.trim().parse()
+            {
+                maps.insert(name.to_owned(), value);
+            }
+        }
+        maps
+    }
+}
+
+impl Drop for Bpftrace {
+    fn drop(&mut self) {
+        // On a panic before finish(): do not leave bpftrace running.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,217 @@
+//! Time tasks spend asleep waiting on folios under writeback, by device.
+//!
+//! `tp_btf/folio_wait_writeback(struct folio *, struct address_space *)` fires in
+//! mm/page-writeback.c `folio_wait_writeback()` once per loop iteration, right before
+//! `folio_wait_bit(folio, PG_writeback)`; there is no end event (and fexit is not available
+//! everywhere). So the wait is timed from the tracepoint to the task's next switch-in:
+//! - at the tracepoint, store `{ts, dev}` for the thread;
+//! - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
+//!   `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the tracepoint:
+//!   it went to sleep for the wait, mark it; a switch-out in any other sleeping state, or much
+//!   later, means the wait did not sleep (writeback ended first): drop the entry; a preemption
+//!   (state 0) keeps it, and the gap is measured again from the thread's next switch-in, so a
+//!   busy run queue cannot make a real wait look like a missed one;
+//! - sched_switch with next == that thread and marked: duration = now − ts (it includes the
+//!   run-queue delay after the wake-up, which the waiter suffers too).
+//!
+//! sched_switch is the hottest hook there is, so it exits after one read of a global counter of
+//! pending entries while no wait is pending. Kernels before 5.18 have no `prev_state` argument:
+//! the verifier then refuses the program and the probe is reported as failed.
+
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
+use aya_ebpf::{
+    EbpfContext, Global,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    macros::{btf_tracepoint, map},
+    maps::{Array, HashMap, PerCpuHashMap},
+    programs::BtfTracePointContext,
+};
+use probe_common::{
+    dirty::{FolioWaitLayout, PendingWait},
+    hist::Log2Hist,
+};
+
+use crate::hist::{record, value_or_insert};
+
+/// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
+// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+#[used]
+#[unsafe(no_mangle)]
+pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLayout {
+    mapping_host: 0,
+    inode_i_mode: 0,
+    inode_i_rdev: 0,
+    inode_i_sb: 0,
+    sb_s_dev: 0,
+    task_pid: 0,
+    task_uninterruptible: 0,
+    resolved: 0,
+});
+
+/// A switch-out in D state this long after the tracepoint (counting only time on the CPU) is not
+/// the wait's sleep: the folio's writeback had ended before `folio_wait_bit` could sleep, and the
+/// task blocked on something else later. The gap between the two is normally a few microseconds.
+const MAX_GAP_NS: u64 = 1_000_000;
+
+/// `BPF_NOEXIST`: the entry is new only if the insert creates it, which keeps the pending
+/// counter exact.
+const BPF_NOEXIST: u64 = 1;
+
+/// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
+const S_IFMT: u16 = 0o170000;
+const S_IFBLK: u16 = 0o060000;
+
+/// Waits in progress by thread id. A plain hash, not LRU: an evicted entry would leave the
+/// pending counter too high forever. Every entry goes away at its thread's next switch-out or
+/// switch-in, so the map cannot fill with stale entries.
+#[map]
+static FOLIO_WAITS: HashMap<u32, PendingWait> = HashMap::with_max_entries(16384, 0);
+
+/// Number of entries in [`FOLIO_WAITS`], updated atomically; sched_switch reads only this while
+/// it is 0.
+#[map]
+static FOLIO_WAITS_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Wait-duration histograms by kernel dev_t. Feeds `wbscope_writeback_wait_duration_seconds`.
+#[map]
+static WRITEBACK_WAIT: PerCpuHashMap<u32, Log2Hist> = PerCpuHashMap::with_max_entries(1024, 0);
+
+#[btf_tracepoint(function = "folio_wait_writeback")]
+pub fn folio_wait_writeback(ctx: BtfTracePointContext) -> u32 {
+    let _ = try_folio_wait_writeback(&ctx);
+    0
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn folio_wait_sched_switch(ctx: BtfTracePointContext) -> u32 {
+    let _ = try_sched_switch(&ctx);
+    0
+}
+
+#[inline(always)]
+fn read<T>(addr: u64) -> Option<T> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copies from an arbitrary kernel address into a stack value
+    // and returns an error instead of faulting on a bad address.
+    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
+}
+
+/// The `n`th tp_btf argument as a plain number. Read through bpf_probe_read_kernel from the
+/// context so the verifier does not type it as a trusted kernel pointer, on which it rejects the
+/// offset arithmetic the BTF-resolved layout needs.
+#[inline(always)]
+fn arg_u64(ctx: &BtfTracePointContext, n: usize) -> Option<u64> {
+    read::<u64>(ctx.as_ptr() as u64 + (n as u64) * 8)
+}
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+fn pending_add(delta: u64) {
+    if let Some(ptr) = FOLIO_WAITS_PENDING.get_ptr_mut(0) {
+        // The BPF target has atomic add but no compare-and-swap, so core's AtomicU64 offers no
+        // fetch_add there; the intrinsic compiles to the BPF atomic add instruction.
+        // SAFETY: the pointer is the array's only element, 8-byte aligned and valid for the
+        // map's lifetime; every update goes through this atomic add.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
+    }
+}
+
+/// Removes `tid`'s entry and keeps the pending counter in step with the map.
+#[inline(always)]
+fn forget(tid: u32) {
+    if FOLIO_WAITS.remove(&tid).is_ok() {
+        pending_add(u64::MAX); // wrapping −1
+    }
+}
+
+/// The kernel dev_t of `mapping`'s inode: its filesystem's, or the device's own for block device
+/// inodes (whose superblock is the bdev pseudo-filesystem).
+#[inline(always)]
+fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
+    let inode: u64 = read(mapping + l.mapping_host as u64)?;
+    let mode: u16 = read(inode + l.inode_i_mode as u64)?;
+    if mode & S_IFMT == S_IFBLK {
+        return read(inode + l.inode_i_rdev as u64);
+    }
+    let sb: u64 = read(inode + l.inode_i_sb as u64)?;
+    read(sb + l.sb_s_dev as u64)
+}
+
+#[inline(always)]
+fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
+    let l = FOLIO_WAIT_LAYOUT.load();
+    if l.resolved == 0 {
+        return None;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let dev = arg_u64(ctx, 1)
+        .and_then(|mapping| dev_of_mapping(&l, mapping))
+        .unwrap_or(0);
+    let t = now();
+    let wait = PendingWait {
+        start_ns: t,
+        on_cpu_since_ns: t,
+        dev,
+        sleeping: 0,
+    };
+    if FOLIO_WAITS.insert(&tid, &wait, BPF_NOEXIST).is_ok() {
+        pending_add(1);
+    } else if let Some(existing) = FOLIO_WAITS.get_ptr_mut(&tid) {
+        // A not-yet-slept entry of this thread (e.g. it was preempted): this wait replaces it.
+        // SAFETY: map value pointer, valid for this program run; only this thread's own
+        // tracepoint and sched_switch touch its entry.
+        unsafe { *existing = wait };
+    }
+    Some(())
+}
+
+#[inline(always)]
+fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
+    // The early exit: one map read while nothing is pending.
+    if *FOLIO_WAITS_PENDING.get(0)? == 0 {
+        return None;
+    }
+    let l = FOLIO_WAIT_LAYOUT.load();
+    let prev = arg_u64(ctx, 1)?;
+    let next = arg_u64(ctx, 2)?;
+    let prev_state = arg_u64(ctx, 3)? as u32;
+    let t = now();
+    let prev_tid: u32 = read(prev + l.task_pid as u64)?;
+    if let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid) {
+        // SAFETY: map value pointer, valid for this program run.
+        let wait = unsafe { &mut *wait };
+        if prev_state != 0 {
+            let slept_for_it = prev_state & l.task_uninterruptible != 0
+                && wait.sleeping == 0
+                && t.saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
+            if slept_for_it {
+                wait.sleeping = 1;
+            } else {
+                forget(prev_tid);
+            }
+        }
+    }
+    let next_tid: u32 = read(next + l.task_pid as u64)?;
+    let wait_ptr = FOLIO_WAITS.get_ptr_mut(&next_tid)?;
+    // SAFETY: map value pointer, valid for this program run.
+    let wait = unsafe { &mut *wait_ptr };
+    if wait.sleeping == 0 {
+        // Back on the CPU after a preemption between the tracepoint and the sleep.
+        wait.on_cpu_since_ns = t;
+        return None;
+    }
+    let wait = *wait;
+    forget(next_tid);
+    let hist = value_or_insert(&WRITEBACK_WAIT, &wait.dev, &Log2Hist::ZERO)?;
+    // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
+    record(unsafe { &mut *hist }, t.saturating_sub(wait.start_ns));
+    Some(())
+}
