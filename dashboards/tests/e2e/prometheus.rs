@@ -134,20 +134,30 @@ pub fn encode(s: &str) -> String {
     out
 }
 
+/// The largest finite value of a query result, if any.
+pub fn max(series: &[Value]) -> Option<f64> {
+    series
+        .iter()
+        .filter_map(value)
+        .filter(|v| v.is_finite())
+        .reduce(f64::max)
+}
+
+/// The value of one instant-vector series (`value: [ts, "v"]`) or scalar (`[ts, "v"]`).
+fn value(s: &Value) -> Option<f64> {
+    let v = if s["value"].is_array() {
+        &s["value"][1]
+    } else {
+        &s[1]
+    };
+    v.as_str().and_then(|v| v.parse::<f64>().ok())
+}
+
 /// The number of series in a query result that have a finite value (instant vectors carry
 /// `value: [ts, "v"]`; NaN comes from quantiles over empty windows and divisions by zero).
 pub fn finite(series: &[Value]) -> usize {
     series
         .iter()
-        .filter(|s| {
-            let v = if s["value"].is_array() {
-                &s["value"][1]
-            } else {
-                &s[1]
-            };
-            v.as_str()
-                .and_then(|v| v.parse::<f64>().ok())
-                .is_some_and(f64::is_finite)
-        })
+        .filter(|s| value(s).is_some_and(f64::is_finite))
         .count()
 }

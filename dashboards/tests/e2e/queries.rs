@@ -7,7 +7,7 @@ use wbscope_dashboards::grafana::DashboardInfo;
 use wbscope_dashboards::names::Catalog;
 
 use crate::allow;
-use crate::prometheus::{Prometheus, finite};
+use crate::prometheus::{Prometheus, finite, max};
 
 /// The window substituted for `$__rate_interval` and `$__range`: what Grafana uses on a
 /// multi-day time range, and long enough that the whole workload is inside every window.
@@ -51,6 +51,9 @@ fn evaluate(prom: &Prometheus, expr: &str, device: &str) -> (String, bool) {
     let mut text = format!("{} series", series.len());
     if good != series.len() {
         text += &format!(" ({good} finite; NaN: {})", nan_labels(&series));
+    }
+    if let Some(max) = max(&series) {
+        text += &format!(", max {max:.3e}");
     }
     let mut failed = good == 0;
     if series.iter().any(|s| s["metric"]["device"].is_string()) {
