@@ -1,4 +1,5 @@
-//! `cargo xtask dashboards`: the offline checks of the Grafana dashboards and Prometheus rules.
+//! `cargo xtask dashboards`: the offline checks of the Grafana dashboards, Prometheus rules and
+//! provisioning files.
 //! Offline except for one step: the list of metric names comes from the release daemon itself
 //! (`wbscope check --metrics`, which loads the probes and so needs root), never from a copy.
 
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::cmd::Cmd;
+use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
 use crate::{host, run};
 
@@ -33,7 +34,8 @@ pub fn run(pins: &Pins, args: &DashboardsArgs) -> Result<()> {
     check(pins)
 }
 
-/// The checks: generated files current, Grafana model, metric names, `promtool check rules`.
+/// The checks: generated files current, Grafana model, metric names, `promtool check rules`,
+/// yamllint.
 pub fn check(pins: &Pins) -> Result<()> {
     if !host::is_root() {
         bail!(
@@ -56,19 +58,25 @@ pub fn check(pins: &Pins) -> Result<()> {
     for p in &report.pending {
         println!("[dashboards] pending: {} ({})", p.name, p.reason);
     }
-    let promtool = Cmd::new("promtool")
-        .args(["check", "rules"])
-        .args(rule_files(&root)?)
-        .run();
+    // The YAML files keep the project's yamllint rules (100 columns), like deploy/.
+    let tools = cmd::run_all([
+        Cmd::new("promtool")
+            .args(["check", "rules"])
+            .args(rule_files(&root)?),
+        Cmd::new("yamllint")
+            .arg("-c")
+            .arg(pins.root.join("deploy/.yamllint"))
+            .arg(root.join(wbscope_dashboards::RULES_DIR))
+            .arg(root.join("provisioning")),
+    ]);
     for problem in &report.problems {
         println!("[dashboards] problem: {problem}");
     }
-    match (report.problems.len(), promtool) {
-        (0, Ok(())) => Ok(()),
-        (0, Err(e)) => Err(e),
-        (n, promtool) => bail!(
+    match (report.problems.len(), tools) {
+        (0, tools) => tools,
+        (n, tools) => bail!(
             "{n} problems in dashboards/{}",
-            promtool.err().map_or(String::new(), |e| format!("; {e:#}"))
+            tools.err().map_or(String::new(), |e| format!("; {e:#}"))
         ),
     }
 }

@@ -25,9 +25,9 @@ pub fn file() -> RuleFile {
                     kind: alert("5m", "warning"),
                     expr: format!(
                         "histogram_quantile(0.99, sum by (instance, device, syscall, le) (\n  \
-                         rate(wbscope_sync_call_duration_seconds_bucket\
-                         {{syscall=~\"fsync|fdatasync|io_uring_fsync|io_uring_fdatasync\"}}[5m])\n\
-                         )) > {FSYNC_P99_SECONDS}"
+                         rate(wbscope_sync_call_duration_seconds_bucket{{\n    \
+                         syscall=~\"fsync|fdatasync|io_uring_fsync|io_uring_fdatasync\"\n  \
+                         }}[5m])\n)) > {FSYNC_P99_SECONDS}"
                     ),
                     summary: "{{ $labels.syscall }} p99 above 1 s on {{ $labels.device }} of \
                               {{ $labels.instance }}",

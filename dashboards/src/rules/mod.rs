@@ -65,7 +65,8 @@ pub fn recorded_names() -> Vec<&'static str> {
 
 /// The file as Prometheus rule-file YAML.
 pub fn render(file: &RuleFile) -> String {
-    let mut out = String::from(crate::GENERATED_HEADER_YAML);
+    let mut out = String::from("---\n");
+    out.push_str(crate::GENERATED_HEADER_YAML);
     out.push_str("groups:\n");
     for group in &file.groups {
         let _ = writeln!(out, "  - name: {}", group.name);
@@ -86,8 +87,8 @@ fn render_rule(out: &mut String, rule: &Rule) {
             out.push_str("        labels:\n");
             let _ = writeln!(out, "          severity: {severity}");
             out.push_str("        annotations:\n");
-            let _ = writeln!(out, "          summary: {}", quote(rule.summary));
-            let _ = writeln!(out, "          description: {}", quote(rule.description));
+            write_folded(out, "summary", rule.summary);
+            write_folded(out, "description", rule.description);
         }
         RuleKind::Record => {
             let _ = writeln!(out, "      # {}", rule.summary);
@@ -108,35 +109,28 @@ fn write_expr(out: &mut String, expr: &str) {
     }
 }
 
-/// A YAML double-quoted string (annotations contain `{{ }}` and `: `, which plain scalars
-/// cannot hold).
-pub fn quote(s: &str) -> String {
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' => q.push_str("\\\\"),
-            '"' => q.push_str("\\\""),
-            '\n' => q.push_str("\\n"),
-            c => q.push(c),
-        }
+/// An annotation as a folded block scalar (`>-`): it needs no escaping for the `{{ }}` and `: `
+/// of templates, and its lines fold back into one line, so it can be wrapped at 100 columns.
+fn write_folded(out: &mut String, key: &str, text: &str) {
+    let _ = writeln!(out, "          {key}: >-");
+    for line in wrap(text, 100 - 12) {
+        let _ = writeln!(out, "            {line}");
     }
-    q.push('"');
-    q
 }
 
-/// Splits `text` into lines of at most `width` characters at spaces.
+/// Splits `text` into lines of at most `width` characters at spaces, never inside a `{{ }}`
+/// template action.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
-    for word in text.split_whitespace() {
+    for word in words(text) {
         if !line.is_empty() && line.len() + 1 + word.len() > width {
             lines.push(std::mem::take(&mut line));
         }
         if !line.is_empty() {
             line.push(' ');
         }
-        line.push_str(word);
+        line.push_str(&word);
     }
     if !line.is_empty() {
         lines.push(line);
@@ -144,14 +138,37 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// The words of `text`, a `{{ ... }}` action counting as one.
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false;
+    for word in text.split_whitespace() {
+        match out.last_mut() {
+            Some(last) if open => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => out.push(word.to_owned()),
+        }
+        let last = out.last().map_or("", String::as_str);
+        // Inside an action when its last `{{` is not closed yet.
+        open = match (last.rfind("{{"), last.rfind("}}")) {
+            (Some(o), Some(c)) => o > c,
+            (Some(_), None) => true,
+            _ => false,
+        };
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn quotes_and_wraps() {
-        assert_eq!(quote(r#"a "b" \ {{ $x }}"#), r#""a \"b\" \\ {{ $x }}""#);
+    fn wraps() {
         assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
+        assert_eq!(wrap("a {{ $v | h }} b", 3), ["a", "{{ $v | h }}", "b"]);
     }
 
     #[test]
@@ -176,7 +193,7 @@ mod tests {
         assert!(
             text.contains("      - alert: A\n        expr: |-\n          up{job=\"x\"} == 0\n")
         );
-        assert!(text.contains("          summary: \"s: {{ $labels.job }}\"\n"));
+        assert!(text.contains("          summary: >-\n            s: {{ $labels.job }}\n"));
     }
 
     #[test]

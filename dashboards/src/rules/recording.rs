@@ -20,12 +20,12 @@ fn record(
 
 /// `histogram_quantile(0.99, ...)` of a histogram's 5-minute bucket rates, by `by`.
 fn p99(histogram: &str, by: &str) -> String {
-    format!("histogram_quantile(0.99, sum by ({by}, le) (rate({histogram}_bucket[5m])))")
+    format!("histogram_quantile(0.99, sum by ({by}, le) (\n  rate({histogram}_bucket[5m])\n))")
 }
 
 /// `sum by (by) (rate(counter[5m]))`.
 fn total(counter: &str, by: &str) -> String {
-    format!("sum by ({by}) (rate({counter}[5m]))")
+    format!("sum by ({by}) (\n  rate({counter}[5m])\n)")
 }
 
 /// The recording rules file.
