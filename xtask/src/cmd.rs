@@ -105,6 +105,23 @@ impl Cmd {
             .with_context(|| format!("could not start command: {self}"))
     }
 
+    /// Prints the command, runs it with stdout captured (stderr goes to the terminal) and returns
+    /// stdout; fails unless it exits 0.
+    pub fn capture(mut self) -> Result<String> {
+        println!("$ {self}");
+        let shown = self.to_string();
+        let out = self
+            .inner
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("could not start command: {shown}"))?;
+        if !out.status.success() {
+            bail!("command failed ({}): {shown}", describe(out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Runs the command silently, capturing its output; for quick presence checks, which are not
     /// printed because they change nothing. Fails only if the program cannot be started.
     pub fn probe(mut self) -> Result<Output> {

@@ -3,6 +3,7 @@
 
 mod apt;
 mod cmd;
+mod dashboards;
 mod host;
 mod install;
 mod linker;
@@ -36,8 +37,11 @@ enum Command {
     CheckSetup,
     /// Build wbscope in release mode and run `wbscope run [ARGS]`.
     Run(run::RunArgs),
-    /// Run the test tiers: lint, unit, kernel, smoke.
+    /// Run the test tiers: lint, unit, kernel, smoke, e2e.
     Test(test::TestArgs),
+    /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
+    /// names); `--write` regenerates them.
+    Dashboards(dashboards::DashboardsArgs),
     /// Install the release binary, the systemd unit and the example config (enables nothing).
     Install(install::InstallArgs),
     /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
@@ -68,6 +72,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::CheckSetup => setup::check(&pins)?,
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
+        Command::Dashboards(args) => dashboards::run(&pins, &args)?,
         Command::Install(args) => install::run(&pins, &args)?,
         Command::Package(args) => package::run(&pins, &args)?,
         Command::Lint { no_setup } => {

@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
-use crate::{host, lint, package, run, setup};
+use crate::{dashboards, host, lint, package, run, setup};
 
 /// A test tier. Declaration order is run order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -21,10 +21,13 @@ pub enum Tier {
     Kernel,
     /// The release binary end to end (root).
     Smoke,
+    /// Dashboards and rules: the offline check, then every query against a real Prometheus
+    /// scraping the release daemon under load (root).
+    E2e,
 }
 
 impl Tier {
-    const ALL: [Tier; 4] = [Tier::Lint, Tier::Unit, Tier::Kernel, Tier::Smoke];
+    const ALL: [Tier; 5] = [Tier::Lint, Tier::Unit, Tier::Kernel, Tier::Smoke, Tier::E2e];
 
     fn name(self) -> &'static str {
         match self {
@@ -32,6 +35,7 @@ impl Tier {
             Tier::Unit => "unit",
             Tier::Kernel => "kernel",
             Tier::Smoke => "smoke",
+            Tier::E2e => "e2e",
         }
     }
 
@@ -40,7 +44,7 @@ impl Tier {
     fn depends_on(self) -> &'static [Tier] {
         match self {
             Tier::Lint | Tier::Unit => &[],
-            Tier::Kernel | Tier::Smoke => &[Tier::Unit],
+            Tier::Kernel | Tier::Smoke | Tier::E2e => &[Tier::Unit],
         }
     }
 }
@@ -200,6 +204,15 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 .args(["--ignored", "--test-threads=1"])
                 .run()
         }
+        Tier::E2e => {
+            // Builds the release binary and asks it for its metric names first.
+            dashboards::check(pins)?;
+            Cmd::workspace_cargo(root, None)
+                .env("WBSCOPE_BIN", run::release_binary(pins))
+                .args(["test", "-p", "wbscope-dashboards", "--test", "e2e", "--"])
+                .args(["--ignored", "--test-threads=1", "--nocapture"])
+                .run()
+        }
     }
 }
 
@@ -209,7 +222,7 @@ mod tests {
 
     #[test]
     fn tiers_sort_in_run_order_and_lint_blocks_nothing() {
-        let mut tiers = vec![Tier::Smoke, Tier::Lint, Tier::Kernel, Tier::Unit];
+        let mut tiers = vec![Tier::Smoke, Tier::E2e, Tier::Lint, Tier::Kernel, Tier::Unit];
         tiers.sort();
         assert_eq!(tiers, Tier::ALL);
         assert!(
