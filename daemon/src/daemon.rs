@@ -134,6 +134,8 @@ impl Daemon {
             ctx.stalls.clone(),
         )
         .await?;
+        let processes =
+            crate::top::procs::ProcessTable::take(&mut loaded.ebpf, ctx.map_errors.clone());
         let run_time_stats = enable_run_time_stats();
         registry.register(Box::new(SelfCollector::new(
             kernel.release.clone(),
@@ -149,7 +151,7 @@ impl Daemon {
         let server = tokio::spawn(server::serve_with(
             listener,
             Arc::new(registry),
-            stalls.router(),
+            stalls.router().merge(processes.router()),
             async move {
                 let _ = stopped.await;
             },

@@ -16,6 +16,9 @@ fn main() -> ExitCode {
         Some(Command::Check { verbose, metrics }) => check(&cli.run, verbose, metrics),
         Some(Command::Run) | None => run(&cli.run),
         Some(Command::Trace(args)) => wbscope::stalls::trace::run(&args),
+        Some(Command::Top(args)) => wbscope::top::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
     };
     match result {
         Ok(code) => code,

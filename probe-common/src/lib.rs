@@ -15,6 +15,7 @@ pub mod stall;
 pub mod submission;
 pub mod sync_call;
 pub mod sync_layout;
+pub mod top;
 pub mod writeback;
 
 /// Implements `aya::Pod` for the listed types on the user side only.

@@ -75,6 +75,7 @@ fn try_balance_dirty_pages(ctx: &TracePointContext) -> Option<()> {
     key.bdi[8..].copy_from_slice(&(raw[1] & high_mask).to_le_bytes());
     let pause_ns = pause as u64 * f.pause_unit_ns as u64;
     crate::stall_events::throttled(pause_ns, &key.bdi);
+    crate::top_procs::add_throttle(pause_ns);
     let hist = value_or_insert(&DIRTY_THROTTLE_PAUSE, &key, &Log2Hist::ZERO)?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     record(unsafe { &mut *hist }, pause_ns);

@@ -24,6 +24,7 @@ mod msync_dev;
 mod stall_events;
 mod submissions;
 mod sync_calls;
+mod top_procs;
 mod writeback;
 
 #[cfg(not(test))]

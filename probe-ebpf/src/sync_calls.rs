@@ -245,6 +245,7 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
         end,
     );
     let ns = end.saturating_sub(start.start_ns);
+    crate::top_procs::add_sync(ns);
     // Kernel-side logging costs microseconds per event: only in `debug` builds.
     #[cfg(feature = "debug")]
     aya_log_ebpf::debug!(

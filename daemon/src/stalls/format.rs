@@ -11,7 +11,7 @@ fn ms(ns: u64) -> String {
 }
 
 /// `HH:MM:SS.micros` of an RFC 3339 time (the date is the same for a whole session, mostly).
-fn clock(rfc3339: &str) -> &str {
+pub fn clock(rfc3339: &str) -> &str {
     rfc3339
         .split_once('T')
         .map_or(rfc3339, |(_, t)| t.trim_end_matches('Z'))

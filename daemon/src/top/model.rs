@@ -1,0 +1,346 @@
+//! From two snapshots to what `wbscope top` shows: counter deltas as rates, histogram deltas as
+//! quantiles of the last interval, gauges as they are, processes sorted.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{
+    expo::Sample,
+    hist::Buckets,
+    procs::ProcRow,
+    source::Snapshot,
+};
+use crate::stalls::event::Stall;
+
+/// How the process table is ordered (`s` cycles).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortKey {
+    #[default]
+    SyncTime,
+    ThrottleTime,
+    SyncCalls,
+}
+
+impl SortKey {
+    /// The next order.
+    pub fn next(self) -> SortKey {
+        match self {
+            SortKey::SyncTime => SortKey::ThrottleTime,
+            SortKey::ThrottleTime => SortKey::SyncCalls,
+            SortKey::SyncCalls => SortKey::SyncTime,
+        }
+    }
+
+    /// For the header.
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::SyncTime => "time in sync calls",
+            SortKey::ThrottleTime => "throttle time",
+            SortKey::SyncCalls => "sync calls",
+        }
+    }
+}
+
+/// One device's line. Rates and quantiles are `None` before a second snapshot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceRow {
+    pub device: String,
+    pub dirty_bytes: Option<f64>,
+    pub writeback_bytes: Option<f64>,
+    /// Bytes of write requests issued to the device per second.
+    pub write_bps: Option<f64>,
+    /// The kernel's write bandwidth estimate for the bdi.
+    pub bdi_bps: Option<f64>,
+    pub sync_calls_per_s: Option<f64>,
+    /// Sync-call latency quantiles over the interval, all calls on the device, seconds.
+    pub sync_p50: Option<f64>,
+    pub sync_p99: Option<f64>,
+}
+
+/// Flusher work of one (device, sync mode, reason) over the interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlusherRow {
+    pub device: String,
+    pub sync_mode: String,
+    pub reason: String,
+    pub works_per_s: f64,
+    pub bytes_per_s: f64,
+}
+
+/// Block requests of one (device, op, sync) over the interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyRow {
+    pub device: String,
+    pub op: String,
+    pub sync: String,
+    pub requests_per_s: f64,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// One process over the interval, with its totals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessRow {
+    pub tgid: u32,
+    pub comm: String,
+    /// Milliseconds per second spent in sync calls (can exceed 1000 with several threads).
+    pub sync_ms_per_s: f64,
+    pub throttle_ms_per_s: f64,
+    pub sync_calls_per_s: f64,
+    pub sync_total_s: f64,
+    pub throttle_total_s: f64,
+}
+
+/// Everything one frame shows.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    /// Seconds between the two snapshots; `None` on the first frame.
+    pub interval_s: Option<f64>,
+    pub devices: Vec<DeviceRow>,
+    /// Devices with nothing to show, left out of `devices`.
+    pub idle_devices: usize,
+    pub flusher: Vec<FlusherRow>,
+    pub latency: Vec<LatencyRow>,
+    pub processes: Vec<ProcessRow>,
+    pub stalls: Vec<Stall>,
+    pub notes: Vec<String>,
+}
+
+/// Which device column a sample feeds.
+enum Slot {
+    Dirty,
+    Writeback,
+    BdiBps,
+    WriteBps,
+    SyncCalls,
+}
+
+/// Series identity: name and labels in exposition order.
+fn key(s: &Sample) -> (String, Vec<(String, String)>) {
+    (s.name.clone(), s.labels.clone())
+}
+
+/// Counter deltas between two snapshots (`None` before a second one).
+struct Deltas<'a> {
+    cur: &'a [Sample],
+    prev: Option<HashMap<(String, Vec<(String, String)>), f64>>,
+    secs: f64,
+}
+
+impl<'a> Deltas<'a> {
+    fn new(prev: Option<&Snapshot>, cur: &'a Snapshot) -> Deltas<'a> {
+        let secs = prev.map_or(0.0, |p| cur.at.duration_since(p.at).as_secs_f64());
+        Deltas {
+            cur: &cur.samples,
+            prev: prev
+                .filter(|_| secs > 0.0)
+                .map(|p| p.samples.iter().map(|s| (key(s), s.value)).collect()),
+            secs,
+        }
+    }
+
+    /// Increase of `s` since the previous snapshot: a series new since then started at 0; a
+    /// decrease (a restarted daemon) counts as none.
+    fn delta(&self, s: &Sample) -> Option<f64> {
+        let prev = self.prev.as_ref()?;
+        Some((s.value - prev.get(&key(s)).copied().unwrap_or(0.0)).max(0.0))
+    }
+
+    fn named(&self, name: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
+        self.cur.iter().filter(move |s| s.name == name)
+    }
+}
+
+fn label(s: &Sample, key: &str) -> String {
+    s.label(key).unwrap_or_default().to_owned()
+}
+
+/// Histogram `<base>_bucket` deltas grouped by `group` (labels other than `le`).
+fn bucket_deltas(
+    d: &Deltas<'_>,
+    base: &str,
+    group: impl Fn(&Sample) -> String,
+) -> BTreeMap<String, Buckets> {
+    let name = format!("{base}_bucket");
+    let mut out: BTreeMap<String, Buckets> = BTreeMap::new();
+    for s in d.cur.iter().filter(|s| s.name == name) {
+        let (Some(delta), Some(le)) = (d.delta(s), s.label("le")) else {
+            continue;
+        };
+        let le = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap_or(f64::INFINITY) };
+        out.entry(group(s)).or_default().add(le, delta);
+    }
+    out
+}
+
+/// What one frame shows, for `device` only when given.
+pub fn build(prev: Option<&Snapshot>, cur: &Snapshot, device: Option<&str>, sort: SortKey) -> View {
+    let d = Deltas::new(prev, cur);
+    let wanted = |dev: &str| device.is_none_or(|want| want == dev);
+    let rate = |delta: f64| delta / d.secs;
+    let mut devices: BTreeMap<String, DeviceRow> = BTreeMap::new();
+    for s in &cur.samples {
+        let dev = label(s, "device");
+        if dev == "all" || !wanted(&dev) {
+            continue;
+        }
+        let delta = || d.delta(s).map(rate);
+        let (slot, value) = match s.name.as_str() {
+            "wbscope_bdi_dirty_bytes" => (Slot::Dirty, Some(s.value)),
+            "wbscope_bdi_writeback_bytes" => (Slot::Writeback, Some(s.value)),
+            "wbscope_bdi_write_bandwidth_bytes_per_second" => (Slot::BdiBps, Some(s.value)),
+            "wbscope_block_request_bytes_total" if s.label("op") == Some("write") => {
+                (Slot::WriteBps, delta())
+            }
+            "wbscope_sync_call_duration_seconds_count" => (Slot::SyncCalls, delta()),
+            _ => continue,
+        };
+        let r = devices.entry(dev.clone()).or_insert_with(|| DeviceRow {
+            device: dev,
+            ..DeviceRow::default()
+        });
+        let field = match slot {
+            Slot::Dirty => &mut r.dirty_bytes,
+            Slot::Writeback => &mut r.writeback_bytes,
+            Slot::BdiBps => &mut r.bdi_bps,
+            Slot::WriteBps => &mut r.write_bps,
+            Slot::SyncCalls => &mut r.sync_calls_per_s,
+        };
+        // Rates sum over the series of a device (sync flags, calls); gauges have one series.
+        if let Some(v) = value {
+            *field.get_or_insert(0.0) += v;
+        }
+    }
+    for (dev, b) in bucket_deltas(&d, "wbscope_sync_call_duration_seconds", |s| label(s, "device")) {
+        if let Some(r) = devices.get_mut(&dev) {
+            r.sync_p50 = b.quantile(0.5);
+            r.sync_p99 = b.quantile(0.99);
+        }
+    }
+    let all = devices.len();
+    let mut devices: Vec<DeviceRow> = devices.into_values().filter(|r| device.is_some() || active(r)).collect();
+    devices.sort_by(|a, b| activity(b).total_cmp(&activity(a)).then(a.device.cmp(&b.device)));
+    View {
+        interval_s: (d.prev.is_some()).then_some(d.secs),
+        idle_devices: all - devices.len(),
+        devices,
+        flusher: flusher(&d, &wanted),
+        latency: latency(&d, &wanted),
+        processes: processes(prev, cur, d.secs, sort),
+        stalls: cur.stalls.iter().filter(|s| wanted(&s.device)).cloned().collect(),
+        notes: cur.notes.clone(),
+    }
+}
+
+/// Every device the snapshot has series for (not `all`), sorted: what `d` cycles through.
+pub fn device_names(s: &Snapshot) -> Vec<String> {
+    let mut names: Vec<String> = s
+        .samples
+        .iter()
+        .filter(|x| x.name.starts_with("wbscope_bdi_") || x.name.starts_with("wbscope_block_"))
+        .filter_map(|x| x.label("device"))
+        .filter(|d| *d != "all")
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn active(r: &DeviceRow) -> bool {
+    let some = |v: Option<f64>| v.is_some_and(|v| v > 0.0);
+    some(r.dirty_bytes) || some(r.writeback_bytes) || some(r.write_bps) || some(r.sync_calls_per_s)
+}
+
+/// Busiest first: bytes moving, then bytes waiting.
+fn activity(r: &DeviceRow) -> f64 {
+    r.write_bps.unwrap_or(0.0) * 1e3
+        + r.sync_calls_per_s.unwrap_or(0.0) * 1e6
+        + r.dirty_bytes.unwrap_or(0.0)
+        + r.writeback_bytes.unwrap_or(0.0)
+}
+
+fn flusher(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<FlusherRow> {
+    let mut rows: BTreeMap<(String, String, String), FlusherRow> = BTreeMap::new();
+    let metrics = ["wbscope_writeback_work_total", "wbscope_writeback_written_bytes_total"];
+    for (i, name) in metrics.into_iter().enumerate() {
+        for s in d.named(name).filter(|s| wanted(&label(s, "device"))) {
+            let Some(delta) = d.delta(s).filter(|v| *v > 0.0) else {
+                continue;
+            };
+            let k = (label(s, "device"), label(s, "sync_mode"), label(s, "reason"));
+            let r = rows.entry(k.clone()).or_insert_with(|| FlusherRow {
+                device: k.0,
+                sync_mode: k.1,
+                reason: k.2,
+                works_per_s: 0.0,
+                bytes_per_s: 0.0,
+            });
+            *(if i == 0 { &mut r.works_per_s } else { &mut r.bytes_per_s }) += delta / d.secs;
+        }
+    }
+    let mut rows: Vec<FlusherRow> = rows.into_values().collect();
+    rows.sort_by(|a, b| b.bytes_per_s.total_cmp(&a.bytes_per_s).then(b.works_per_s.total_cmp(&a.works_per_s)));
+    rows
+}
+
+fn latency(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<LatencyRow> {
+    let group = |s: &Sample| format!("{}\t{}\t{}", label(s, "device"), label(s, "op"), label(s, "sync"));
+    let mut rows: Vec<LatencyRow> = bucket_deltas(d, "wbscope_block_request_latency_seconds", group)
+        .into_iter()
+        .filter(|(_, b)| b.total() > 0.0)
+        .filter_map(|(k, b)| {
+            let mut parts = k.split('\t').map(str::to_owned);
+            let (device, op, sync) = (parts.next()?, parts.next()?, parts.next()?);
+            wanted(&device).then(|| LatencyRow {
+                requests_per_s: b.total() / d.secs,
+                p50: b.quantile(0.5),
+                p99: b.quantile(0.99),
+                device,
+                op,
+                sync,
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| b.requests_per_s.total_cmp(&a.requests_per_s));
+    rows
+}
+
+fn processes(prev: Option<&Snapshot>, cur: &Snapshot, secs: f64, sort: SortKey) -> Vec<ProcessRow> {
+    let before: HashMap<u32, &ProcRow> = prev
+        .map(|p| p.processes.iter().map(|r| (r.tgid, r)).collect())
+        .unwrap_or_default();
+    let per_s = |now: u64, then: u64, scale: f64| {
+        if secs > 0.0 { now.saturating_sub(then) as f64 / scale / secs } else { 0.0 }
+    };
+    let mut rows: Vec<ProcessRow> = cur
+        .processes
+        .iter()
+        .map(|r| {
+            let old = before.get(&r.tgid).copied().cloned().unwrap_or_default();
+            ProcessRow {
+                tgid: r.tgid,
+                comm: r.comm.clone(),
+                sync_ms_per_s: per_s(r.sync_call_ns, old.sync_call_ns, 1e6),
+                throttle_ms_per_s: per_s(r.throttle_ns, old.throttle_ns, 1e6),
+                sync_calls_per_s: per_s(r.sync_calls, old.sync_calls, 1.0),
+                sync_total_s: r.sync_call_ns as f64 / 1e9,
+                throttle_total_s: r.throttle_ns as f64 / 1e9,
+            }
+        })
+        .collect();
+    let order = |r: &ProcessRow| match sort {
+        SortKey::SyncTime => (r.sync_ms_per_s, r.sync_total_s),
+        SortKey::ThrottleTime => (r.throttle_ms_per_s, r.throttle_total_s),
+        SortKey::SyncCalls => (r.sync_calls_per_s, r.sync_total_s),
+    };
+    rows.sort_by(|a, b| {
+        let (a1, a2) = order(a);
+        let (b1, b2) = order(b);
+        b1.total_cmp(&a1).then(b2.total_cmp(&a2)).then(a.tgid.cmp(&b.tgid))
+    });
+    rows
+}
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod tests;

@@ -1,0 +1,123 @@
+//! `GET /top/processes`: the kernel's per-process totals (time in sync calls, throttling
+//! pauses) as JSON, for `wbscope top`.
+//!
+//! Served on the daemon's existing listener next to `/stalls`, which already carries pids and
+//! command names: a second, loopback-only listener would add a port and a setting without
+//! protecting anything `/stalls` does not already show. It is kept out of `/metrics` on purpose:
+//! a pid label would give Prometheus one series per process.
+
+use std::sync::Arc;
+
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData},
+};
+use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use probe_common::top::{ProcStats, names};
+use serde::{Deserialize, Serialize};
+
+use crate::{families::dirty_throttle::bdi_name, metrics::MapErrors};
+
+/// The route's path.
+pub const PATH: &str = "/top/processes";
+
+/// One process's totals since the probes first saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcRow {
+    pub tgid: u32,
+    pub comm: String,
+    pub sync_call_ns: u64,
+    pub throttle_ns: u64,
+    pub sync_calls: u64,
+}
+
+impl ProcRow {
+    fn from_stats(tgid: u32, s: &ProcStats) -> ProcRow {
+        ProcRow {
+            tgid,
+            comm: bdi_name(&s.comm),
+            sync_call_ns: s.sync_call_ns,
+            throttle_ns: s.throttle_ns,
+            sync_calls: s.sync_calls,
+        }
+    }
+}
+
+/// The body of `GET /top/processes`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ProcessesBody {
+    pub processes: Vec<ProcRow>,
+}
+
+/// The kernel table, taken out of the loaded object.
+pub struct ProcessTable {
+    map: Option<HashMap<MapData, u32, ProcStats>>,
+    errors: MapErrors,
+}
+
+impl ProcessTable {
+    /// Takes the map out of `ebpf` (absent from an object built without it: an empty table).
+    pub fn take(ebpf: &mut Ebpf, errors: MapErrors) -> ProcessTable {
+        let map = ebpf
+            .take_map(names::TOP_PROCESSES)
+            .and_then(|m| HashMap::try_from(m).ok());
+        if map.is_none() {
+            tracing::warn!("map {} missing: wbscope top shows no processes", names::TOP_PROCESSES);
+        }
+        errors.register(names::TOP_PROCESSES);
+        ProcessTable { map, errors }
+    }
+
+    /// Every process in the table. An entry that fails to read (e.g. evicted while iterating)
+    /// is counted in `wbscope_map_read_errors_total` and skipped.
+    pub fn read(&self) -> Vec<ProcRow> {
+        let Some(map) = &self.map else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        for item in map.iter() {
+            match item {
+                Ok((tgid, stats)) => rows.push(ProcRow::from_stats(tgid, &stats)),
+                Err(_) => self.errors.count(names::TOP_PROCESSES),
+            }
+        }
+        rows
+    }
+
+    /// The `/top/processes` route.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route(PATH, get(processes))
+            .with_state(Arc::new(self))
+    }
+}
+
+async fn processes(State(table): State<Arc<ProcessTable>>) -> impl IntoResponse {
+    // Map iteration is a syscall per entry: off the async workers.
+    match tokio::task::spawn_blocking(move || table.read()).await {
+        Ok(processes) => Json(ProcessesBody { processes }).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_from_stats_cuts_comm_at_nul() {
+        let mut stats = ProcStats {
+            sync_call_ns: 7,
+            throttle_ns: 3,
+            sync_calls: 2,
+            comm: [0; 16],
+        };
+        stats.comm[..5].copy_from_slice(b"fsync");
+        let row = ProcRow::from_stats(42, &stats);
+        assert_eq!(row.comm, "fsync");
+        assert_eq!((row.tgid, row.sync_call_ns, row.throttle_ns, row.sync_calls), (42, 7, 3, 2));
+        let json = serde_json::to_string(&ProcessesBody { processes: vec![row.clone()] }).unwrap();
+        let back: ProcessesBody = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.processes, vec![row]);
+    }
+}

@@ -1,0 +1,148 @@
+//! The tables of a frame as rows of text, shared by the terminal view and the plain summary.
+
+use super::{
+    fmt::{bytes, num, opt, rate, secs},
+    model::{SortKey, View},
+};
+use crate::stalls::format::clock;
+
+/// One titled table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Section {
+    pub title: String,
+    pub header: &'static [&'static str],
+    /// Column widths in characters (the last column may be cut).
+    pub widths: &'static [u16],
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Per device: writeback state, write bandwidth, sync-call latency.
+pub fn devices(v: &View) -> Section {
+    let rows = v
+        .devices
+        .iter()
+        .map(|d| {
+            vec![
+                d.device.clone(),
+                opt(d.dirty_bytes, bytes),
+                opt(d.writeback_bytes, bytes),
+                opt(d.write_bps, rate),
+                opt(d.bdi_bps, rate),
+                opt(d.sync_calls_per_s, num),
+                opt(d.sync_p50, secs),
+                opt(d.sync_p99, secs),
+            ]
+        })
+        .collect();
+    let idle = match v.idle_devices {
+        0 => String::new(),
+        n => format!(" ({n} idle not shown)"),
+    };
+    Section {
+        title: format!("Devices{idle}"),
+        header: &["DEVICE", "DIRTY", "WRITEBACK", "WRITE", "BDI EST", "SYNC/s", "SYNC p50", "SYNC p99"],
+        widths: &[12, 11, 11, 13, 13, 8, 9, 9],
+        rows,
+    }
+}
+
+/// Flusher work by device, sync mode and reason.
+pub fn flusher(v: &View) -> Section {
+    let rows = v
+        .flusher
+        .iter()
+        .map(|f| {
+            vec![
+                f.device.clone(),
+                f.sync_mode.clone(),
+                f.reason.clone(),
+                num(f.works_per_s),
+                rate(f.bytes_per_s),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Flusher work".into(),
+        header: &["DEVICE", "SYNC MODE", "REASON", "WORK/s", "WRITTEN"],
+        widths: &[12, 10, 18, 7, 13],
+        rows,
+    }
+}
+
+/// Block request latency by device, op and sync flag.
+pub fn latency(v: &View) -> Section {
+    let rows = v
+        .latency
+        .iter()
+        .map(|l| {
+            vec![
+                l.device.clone(),
+                l.op.clone(),
+                l.sync.clone(),
+                num(l.requests_per_s),
+                opt(l.p50, secs),
+                opt(l.p99, secs),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Block latency".into(),
+        header: &["DEVICE", "OP", "SYNC", "REQ/s", "p50", "p99"],
+        widths: &[12, 14, 5, 8, 9, 9],
+        rows,
+    }
+}
+
+/// Processes by time in sync calls or throttling (all devices).
+pub fn processes(v: &View, sort: SortKey) -> Section {
+    let rows = v
+        .processes
+        .iter()
+        .map(|p| {
+            vec![
+                p.tgid.to_string(),
+                p.comm.clone(),
+                num(p.sync_ms_per_s),
+                num(p.throttle_ms_per_s),
+                num(p.sync_calls_per_s),
+                secs(p.sync_total_s),
+                secs(p.throttle_total_s),
+            ]
+        })
+        .collect();
+    Section {
+        title: format!("Processes by {} (all devices)", sort.label()),
+        header: &["PID", "COMM", "SYNC ms/s", "THROT ms/s", "SYNC/s", "SYNC TOT", "THROT TOT"],
+        widths: &[8, 16, 10, 10, 7, 9, 9],
+        rows,
+    }
+}
+
+/// The latest stall events, newest first.
+pub fn stalls(v: &View) -> Section {
+    let rows = v
+        .stalls
+        .iter()
+        .map(|s| {
+            vec![
+                clock(&s.time).chars().take(12).collect(),
+                s.kind.clone(),
+                s.device.clone(),
+                s.tgid.to_string(),
+                s.comm.clone(),
+                secs(s.duration_ns as f64 / 1e9),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Latest stalls".into(),
+        header: &["TIME (UTC)", "KIND", "DEVICE", "PID", "COMM", "DURATION"],
+        widths: &[12, 15, 10, 8, 16, 9],
+        rows,
+    }
+}
+
+/// Every section of a frame, in screen order.
+pub fn all(v: &View, sort: SortKey) -> Vec<Section> {
+    vec![devices(v), flusher(v), latency(v), processes(v, sort), stalls(v)]
+}
