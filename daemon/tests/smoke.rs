@@ -11,6 +11,9 @@ use std::{
 
 use testkit::{Scrape, scrape, wait_until};
 
+#[path = "smoke/top.rs"]
+mod top;
+
 /// The probe names `wbscope check` lists (first column of its table).
 fn probe_names(check_stdout: &str) -> Vec<String> {
     check_stdout

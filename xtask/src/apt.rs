@@ -37,6 +37,9 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         "systemd".into(),
         "yamllint".into(),
         "dpkg-dev".into(),
+        // The smoke tier drives `wbscope top` in a real terminal (new-session, send-keys,
+        // capture-pane).
+        "tmux".into(),
     ]
 }
 

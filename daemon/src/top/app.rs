@@ -98,7 +98,10 @@ impl Frames {
     }
 
     fn devices(&self) -> Vec<String> {
-        self.cur.as_ref().map(model::device_names).unwrap_or_default()
+        self.cur
+            .as_ref()
+            .map(model::device_names)
+            .unwrap_or_default()
     }
 }
 
@@ -166,7 +169,10 @@ pub fn plain(
         let view = frames.view(c);
         let summary = text::summary(&view, &source.label, c.sort, c.device.as_deref());
         let mut out = std::io::stdout().lock();
-        if writeln!(out, "{summary}").and_then(|()| out.flush()).is_err() {
+        if writeln!(out, "{summary}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
             return Ok(()); // stdout closed (e.g. `| head`)
         }
         printed += 1;
@@ -182,7 +188,10 @@ mod tests {
     fn keys_change_controls() {
         let devices = vec!["loop3".to_owned(), "sda".to_owned()];
         let mut c = Controls::default();
-        assert_eq!(c.on_key(KeyCode::Char('s'), false, &devices), Action::Redraw);
+        assert_eq!(
+            c.on_key(KeyCode::Char('s'), false, &devices),
+            Action::Redraw
+        );
         assert_eq!(c.sort, SortKey::ThrottleTime);
         c.on_key(KeyCode::Char('d'), false, &devices);
         assert_eq!(c.device.as_deref(), Some("loop3"));
@@ -195,7 +204,10 @@ mod tests {
         // Esc closes the help first; q always quits.
         assert_eq!(c.on_key(KeyCode::Esc, false, &devices), Action::Redraw);
         assert!(!c.help);
-        assert_eq!(c.on_key(KeyCode::Char('x'), false, &devices), Action::Nothing);
+        assert_eq!(
+            c.on_key(KeyCode::Char('x'), false, &devices),
+            Action::Nothing
+        );
         assert_eq!(c.on_key(KeyCode::Char('c'), true, &devices), Action::Quit);
         assert_eq!(c.on_key(KeyCode::Char('q'), false, &devices), Action::Quit);
     }

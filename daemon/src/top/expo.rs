@@ -75,7 +75,9 @@ fn parse_labels<'a>(
         }
         let eq = s.find('=').ok_or("label without '='")?;
         let key = s[..eq].trim().to_owned();
-        let body = s[eq + 1..].strip_prefix('"').ok_or("label value not quoted")?;
+        let body = s[eq + 1..]
+            .strip_prefix('"')
+            .ok_or("label value not quoted")?;
         let mut value = String::new();
         let mut chars = body.char_indices();
         let end = loop {

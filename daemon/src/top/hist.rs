@@ -76,7 +76,10 @@ mod tests {
 
     #[test]
     fn empty_window_has_no_quantile() {
-        assert_eq!(buckets(&[(1.0, 0.0), (f64::INFINITY, 0.0)]).quantile(0.5), None);
+        assert_eq!(
+            buckets(&[(1.0, 0.0), (f64::INFINITY, 0.0)]).quantile(0.5),
+            None
+        );
         assert_eq!(Buckets::default().quantile(0.5), None);
     }
 

@@ -3,12 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{
-    expo::Sample,
-    hist::Buckets,
-    procs::ProcRow,
-    source::Snapshot,
-};
+use super::{expo::Sample, hist::Buckets, procs::ProcRow, source::Snapshot};
 use crate::stalls::event::Stall;
 
 /// How the process table is ordered (`s` cycles).
@@ -115,14 +110,16 @@ enum Slot {
 }
 
 /// Series identity: name and labels in exposition order.
-fn key(s: &Sample) -> (String, Vec<(String, String)>) {
+type SeriesKey = (String, Vec<(String, String)>);
+
+fn key(s: &Sample) -> SeriesKey {
     (s.name.clone(), s.labels.clone())
 }
 
 /// Counter deltas between two snapshots (`None` before a second one).
 struct Deltas<'a> {
     cur: &'a [Sample],
-    prev: Option<HashMap<(String, Vec<(String, String)>), f64>>,
+    prev: Option<HashMap<SeriesKey, f64>>,
     secs: f64,
 }
 
@@ -166,7 +163,11 @@ fn bucket_deltas(
         let (Some(delta), Some(le)) = (d.delta(s), s.label("le")) else {
             continue;
         };
-        let le = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap_or(f64::INFINITY) };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::INFINITY)
+        };
         out.entry(group(s)).or_default().add(le, delta);
     }
     out
@@ -210,15 +211,24 @@ pub fn build(prev: Option<&Snapshot>, cur: &Snapshot, device: Option<&str>, sort
             *field.get_or_insert(0.0) += v;
         }
     }
-    for (dev, b) in bucket_deltas(&d, "wbscope_sync_call_duration_seconds", |s| label(s, "device")) {
+    for (dev, b) in bucket_deltas(&d, "wbscope_sync_call_duration_seconds", |s| {
+        label(s, "device")
+    }) {
         if let Some(r) = devices.get_mut(&dev) {
             r.sync_p50 = b.quantile(0.5);
             r.sync_p99 = b.quantile(0.99);
         }
     }
     let all = devices.len();
-    let mut devices: Vec<DeviceRow> = devices.into_values().filter(|r| device.is_some() || active(r)).collect();
-    devices.sort_by(|a, b| activity(b).total_cmp(&activity(a)).then(a.device.cmp(&b.device)));
+    let mut devices: Vec<DeviceRow> = devices
+        .into_values()
+        .filter(|r| device.is_some() || active(r))
+        .collect();
+    devices.sort_by(|a, b| {
+        activity(b)
+            .total_cmp(&activity(a))
+            .then(a.device.cmp(&b.device))
+    });
     View {
         interval_s: (d.prev.is_some()).then_some(d.secs),
         idle_devices: all - devices.len(),
@@ -226,7 +236,12 @@ pub fn build(prev: Option<&Snapshot>, cur: &Snapshot, device: Option<&str>, sort
         flusher: flusher(&d, &wanted),
         latency: latency(&d, &wanted),
         processes: processes(prev, cur, d.secs, sort),
-        stalls: cur.stalls.iter().filter(|s| wanted(&s.device)).cloned().collect(),
+        stalls: cur
+            .stalls
+            .iter()
+            .filter(|s| wanted(&s.device))
+            .cloned()
+            .collect(),
         notes: cur.notes.clone(),
     }
 }
@@ -261,13 +276,20 @@ fn activity(r: &DeviceRow) -> f64 {
 
 fn flusher(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<FlusherRow> {
     let mut rows: BTreeMap<(String, String, String), FlusherRow> = BTreeMap::new();
-    let metrics = ["wbscope_writeback_work_total", "wbscope_writeback_written_bytes_total"];
+    let metrics = [
+        "wbscope_writeback_work_total",
+        "wbscope_writeback_written_bytes_total",
+    ];
     for (i, name) in metrics.into_iter().enumerate() {
         for s in d.named(name).filter(|s| wanted(&label(s, "device"))) {
             let Some(delta) = d.delta(s).filter(|v| *v > 0.0) else {
                 continue;
             };
-            let k = (label(s, "device"), label(s, "sync_mode"), label(s, "reason"));
+            let k = (
+                label(s, "device"),
+                label(s, "sync_mode"),
+                label(s, "reason"),
+            );
             let r = rows.entry(k.clone()).or_insert_with(|| FlusherRow {
                 device: k.0,
                 sync_mode: k.1,
@@ -275,32 +297,48 @@ fn flusher(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<FlusherRow> {
                 works_per_s: 0.0,
                 bytes_per_s: 0.0,
             });
-            *(if i == 0 { &mut r.works_per_s } else { &mut r.bytes_per_s }) += delta / d.secs;
+            *(if i == 0 {
+                &mut r.works_per_s
+            } else {
+                &mut r.bytes_per_s
+            }) += delta / d.secs;
         }
     }
     let mut rows: Vec<FlusherRow> = rows.into_values().collect();
-    rows.sort_by(|a, b| b.bytes_per_s.total_cmp(&a.bytes_per_s).then(b.works_per_s.total_cmp(&a.works_per_s)));
+    rows.sort_by(|a, b| {
+        b.bytes_per_s
+            .total_cmp(&a.bytes_per_s)
+            .then(b.works_per_s.total_cmp(&a.works_per_s))
+    });
     rows
 }
 
 fn latency(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<LatencyRow> {
-    let group = |s: &Sample| format!("{}\t{}\t{}", label(s, "device"), label(s, "op"), label(s, "sync"));
-    let mut rows: Vec<LatencyRow> = bucket_deltas(d, "wbscope_block_request_latency_seconds", group)
-        .into_iter()
-        .filter(|(_, b)| b.total() > 0.0)
-        .filter_map(|(k, b)| {
-            let mut parts = k.split('\t').map(str::to_owned);
-            let (device, op, sync) = (parts.next()?, parts.next()?, parts.next()?);
-            wanted(&device).then(|| LatencyRow {
-                requests_per_s: b.total() / d.secs,
-                p50: b.quantile(0.5),
-                p99: b.quantile(0.99),
-                device,
-                op,
-                sync,
+    let group = |s: &Sample| {
+        format!(
+            "{}\t{}\t{}",
+            label(s, "device"),
+            label(s, "op"),
+            label(s, "sync")
+        )
+    };
+    let mut rows: Vec<LatencyRow> =
+        bucket_deltas(d, "wbscope_block_request_latency_seconds", group)
+            .into_iter()
+            .filter(|(_, b)| b.total() > 0.0)
+            .filter_map(|(k, b)| {
+                let mut parts = k.split('\t').map(str::to_owned);
+                let (device, op, sync) = (parts.next()?, parts.next()?, parts.next()?);
+                wanted(&device).then(|| LatencyRow {
+                    requests_per_s: b.total() / d.secs,
+                    p50: b.quantile(0.5),
+                    p99: b.quantile(0.99),
+                    device,
+                    op,
+                    sync,
+                })
             })
-        })
-        .collect();
+            .collect();
     rows.sort_by(|a, b| b.requests_per_s.total_cmp(&a.requests_per_s));
     rows
 }
@@ -310,7 +348,11 @@ fn processes(prev: Option<&Snapshot>, cur: &Snapshot, secs: f64, sort: SortKey) 
         .map(|p| p.processes.iter().map(|r| (r.tgid, r)).collect())
         .unwrap_or_default();
     let per_s = |now: u64, then: u64, scale: f64| {
-        if secs > 0.0 { now.saturating_sub(then) as f64 / scale / secs } else { 0.0 }
+        if secs > 0.0 {
+            now.saturating_sub(then) as f64 / scale / secs
+        } else {
+            0.0
+        }
     };
     let mut rows: Vec<ProcessRow> = cur
         .processes
@@ -336,7 +378,9 @@ fn processes(prev: Option<&Snapshot>, cur: &Snapshot, secs: f64, sort: SortKey) 
     rows.sort_by(|a, b| {
         let (a1, a2) = order(a);
         let (b1, b2) = order(b);
-        b1.total_cmp(&a1).then(b2.total_cmp(&a2)).then(a.tgid.cmp(&b.tgid))
+        b1.total_cmp(&a1)
+            .then(b2.total_cmp(&a2))
+            .then(a.tgid.cmp(&b.tgid))
     });
     rows
 }

@@ -65,7 +65,10 @@ fn pair() -> (Snapshot, Snapshot) {
     let before = snapshot(
         t0,
         BEFORE,
-        vec![proc_row(10, "fsyncer", 100, 0, 10), proc_row(11, "dd", 0, 50, 0)],
+        vec![
+            proc_row(10, "fsyncer", 100, 0, 10),
+            proc_row(11, "dd", 0, 50, 0),
+        ],
     );
     let after = snapshot(
         t0 + Duration::from_secs(2),

@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 
+use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use aya::{
     Ebpf,
     maps::{HashMap, MapData},
 };
-use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use probe_common::top::{ProcStats, names};
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +62,10 @@ impl ProcessTable {
             .take_map(names::TOP_PROCESSES)
             .and_then(|m| HashMap::try_from(m).ok());
         if map.is_none() {
-            tracing::warn!("map {} missing: wbscope top shows no processes", names::TOP_PROCESSES);
+            tracing::warn!(
+                "map {} missing: wbscope top shows no processes",
+                names::TOP_PROCESSES
+            );
         }
         errors.register(names::TOP_PROCESSES);
         ProcessTable { map, errors }
@@ -115,8 +118,14 @@ mod tests {
         stats.comm[..5].copy_from_slice(b"fsync");
         let row = ProcRow::from_stats(42, &stats);
         assert_eq!(row.comm, "fsync");
-        assert_eq!((row.tgid, row.sync_call_ns, row.throttle_ns, row.sync_calls), (42, 7, 3, 2));
-        let json = serde_json::to_string(&ProcessesBody { processes: vec![row.clone()] }).unwrap();
+        assert_eq!(
+            (row.tgid, row.sync_call_ns, row.throttle_ns, row.sync_calls),
+            (42, 7, 3, 2)
+        );
+        let json = serde_json::to_string(&ProcessesBody {
+            processes: vec![row.clone()],
+        })
+        .unwrap();
         let back: ProcessesBody = serde_json::from_str(&json).unwrap();
         assert_eq!(back.processes, vec![row]);
     }

@@ -39,7 +39,10 @@ pub const HELP: &[&str] = &[
 fn table(s: &Section) -> Table<'_> {
     let header = Row::new(s.header.iter().copied())
         .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
-    let rows = s.rows.iter().map(|r| Row::new(r.iter().map(String::as_str)));
+    let rows = s
+        .rows
+        .iter()
+        .map(|r| Row::new(r.iter().map(String::as_str)));
     let widths = s.widths.iter().map(|w| Constraint::Length(*w));
     Table::new(rows, widths)
         .header(header)
@@ -48,7 +51,10 @@ fn table(s: &Section) -> Table<'_> {
 
 /// Rows a table of `rows` lines needs with borders and header.
 fn height(rows: usize, min: u16) -> u16 {
-    u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(3).max(min)
+    u16::try_from(rows)
+        .unwrap_or(u16::MAX)
+        .saturating_add(3)
+        .max(min)
 }
 
 /// Draws the frame.
@@ -62,9 +68,10 @@ pub fn draw(frame: &mut Frame<'_>, s: &Screen<'_>) {
         Constraint::Length(1),
     ])
     .areas(frame.area());
-    let interval = v
-        .interval_s
-        .map_or_else(|| "waiting for a second sample".into(), |i| format!("last {i:.1} s"));
+    let interval = v.interval_s.map_or_else(
+        || "waiting for a second sample".into(),
+        |i| format!("last {i:.1} s"),
+    );
     let title = format!(
         " wbscope top | {} | {interval} | device: {} | sort: {} | ? help",
         s.source,

@@ -40,7 +40,16 @@ pub fn devices(v: &View) -> Section {
     };
     Section {
         title: format!("Devices{idle}"),
-        header: &["DEVICE", "DIRTY", "WRITEBACK", "WRITE", "BDI EST", "SYNC/s", "SYNC p50", "SYNC p99"],
+        header: &[
+            "DEVICE",
+            "DIRTY",
+            "WRITEBACK",
+            "WRITE",
+            "BDI EST",
+            "SYNC/s",
+            "SYNC p50",
+            "SYNC p99",
+        ],
         widths: &[12, 11, 11, 13, 13, 8, 9, 9],
         rows,
     }
@@ -112,13 +121,26 @@ pub fn processes(v: &View, sort: SortKey) -> Section {
         .collect();
     Section {
         title: format!("Processes by {} (all devices)", sort.label()),
-        header: &["PID", "COMM", "SYNC ms/s", "THROT ms/s", "SYNC/s", "SYNC TOT", "THROT TOT"],
+        header: &[
+            "PID",
+            "COMM",
+            "SYNC ms/s",
+            "THROT ms/s",
+            "SYNC/s",
+            "SYNC TOT",
+            "THROT TOT",
+        ],
         widths: &[8, 16, 10, 10, 7, 9, 9],
         rows,
     }
 }
 
-/// The latest stall events, newest first.
+fn ns(v: u64) -> String {
+    secs(v as f64 / 1e9)
+}
+
+/// The latest stall events, newest first, with the breakdown of their time (parts may
+/// overlap, see `wbscope trace`).
 pub fn stalls(v: &View) -> Section {
     let rows = v
         .stalls
@@ -130,19 +152,40 @@ pub fn stalls(v: &View) -> Section {
                 s.device.clone(),
                 s.tgid.to_string(),
                 s.comm.clone(),
-                secs(s.duration_ns as f64 / 1e9),
+                ns(s.duration_ns),
+                ns(s.writeback_wait_ns),
+                ns(s.throttle_ns),
+                ns(s.journal_ns),
+                ns(s.flush_ns),
             ]
         })
         .collect();
     Section {
         title: "Latest stalls".into(),
-        header: &["TIME (UTC)", "KIND", "DEVICE", "PID", "COMM", "DURATION"],
-        widths: &[12, 15, 10, 8, 16, 9],
+        header: &[
+            "TIME (UTC)",
+            "KIND",
+            "DEVICE",
+            "PID",
+            "COMM",
+            "DURATION",
+            "WB WAIT",
+            "THROTTLE",
+            "JOURNAL",
+            "FLUSH",
+        ],
+        widths: &[12, 14, 8, 7, 15, 8, 8, 8, 8, 8],
         rows,
     }
 }
 
 /// Every section of a frame, in screen order.
 pub fn all(v: &View, sort: SortKey) -> Vec<Section> {
-    vec![devices(v), flusher(v), latency(v), processes(v, sort), stalls(v)]
+    vec![
+        devices(v),
+        flusher(v),
+        latency(v),
+        processes(v, sort),
+        stalls(v),
+    ]
 }

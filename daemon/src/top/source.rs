@@ -77,7 +77,9 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String, SourceError> {
     };
     let mut stream = TcpStream::connect_timeout(&addr, REQUEST_TIMEOUT).map_err(io)?;
     stream.set_read_timeout(Some(REQUEST_TIMEOUT)).map_err(io)?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(io)?;
+    stream
+        .set_write_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(io)?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: wbscope\r\n\r\n").map_err(io)?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).map_err(io)?;
@@ -96,7 +98,10 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String, SourceError> {
 
 /// `host:port` or `http://host:port[/]` to a socket address.
 pub fn parse_url(url: &str) -> Result<SocketAddr, SourceError> {
-    let hostport = url.strip_prefix("http://").unwrap_or(url).trim_end_matches('/');
+    let hostport = url
+        .strip_prefix("http://")
+        .unwrap_or(url)
+        .trim_end_matches('/');
     hostport
         .to_socket_addrs()
         .ok()
@@ -204,7 +209,7 @@ impl Source {
                 Vec::new()
             }
         };
-        stalls.sort_by(|a, b| b.start_unix_ns.cmp(&a.start_unix_ns));
+        stalls.sort_by_key(|s| std::cmp::Reverse(s.start_unix_ns));
         Ok(Snapshot {
             at,
             samples,

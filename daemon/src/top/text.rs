@@ -23,7 +23,11 @@ fn table(out: &mut String, s: &Section) {
         cells.join(" ").trim_end().to_owned()
     };
     let _ = writeln!(out, "{}", s.title);
-    let _ = writeln!(out, "  {}", line(&mut s.header.iter().map(|h| (*h).to_owned())));
+    let _ = writeln!(
+        out,
+        "  {}",
+        line(&mut s.header.iter().map(|h| (*h).to_owned()))
+    );
     if s.rows.is_empty() {
         let _ = writeln!(out, "  (none)");
     }
@@ -69,8 +73,13 @@ mod tests {
             ..View::default()
         };
         let text = summary(&v, "daemon at 127.0.0.1:19617", SortKey::SyncTime, None);
-        assert!(text.starts_with("wbscope top: daemon at 127.0.0.1:19617; last 1.0 s; device all\n"));
-        assert!(text.contains("\nDevices\n  DEVICE       DIRTY       WRITEBACK"), "{text}");
+        assert!(
+            text.starts_with("wbscope top: daemon at 127.0.0.1:19617; last 1.0 s; device all\n")
+        );
+        assert!(
+            text.contains("\nDevices\n  DEVICE       DIRTY       WRITEBACK"),
+            "{text}"
+        );
         assert!(text.contains("\n  loop3        4.0 KiB     -"), "{text}");
         assert!(text.contains("Latest stalls\n"), "{text}");
         assert_eq!(cell("abcdef", 3), "abc");
