@@ -14,5 +14,6 @@ mod stalls;
 mod submissions;
 mod sync_all_calls;
 mod sync_calls;
+mod top;
 mod writeback;
 mod writeback_wait;
