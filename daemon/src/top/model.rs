@@ -77,7 +77,8 @@ pub struct LatencyRow {
 pub struct ProcessRow {
     pub tgid: u32,
     pub comm: String,
-    /// Milliseconds per second spent in sync calls (can exceed 1000 with several threads).
+    /// Milliseconds per second spent in sync calls. A call counts when it ends, so a long one
+    /// (or several threads) can make this exceed 1000.
     pub sync_ms_per_s: f64,
     pub throttle_ms_per_s: f64,
     pub sync_calls_per_s: f64,

@@ -91,7 +91,7 @@ fn frame_shows_devices_processes_and_stalls() {
     for cell in ["4.0 KiB", "2.0 MiB/s", "12.0ms", "500.0ms"] {
         assert!(dev.contains(cell), "{cell} missing from {dev}");
     }
-    let proc = line("4242     fsync-loop");
+    let proc = line("4242    fsync-loop");
     assert!(proc.contains("900"), "{proc}");
     assert!(line("12:00:03.123").contains("3.00s"));
     assert!(text.contains("Flusher work") && text.contains("Block latency"));

@@ -130,7 +130,7 @@ pub fn processes(v: &View, sort: SortKey) -> Section {
             "SYNC TOT",
             "THROT TOT",
         ],
-        widths: &[8, 16, 10, 10, 7, 9, 9],
+        widths: &[7, 15, 9, 10, 6, 8, 9],
         rows,
     }
 }
