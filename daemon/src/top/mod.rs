@@ -12,6 +12,7 @@ pub mod fmt;
 pub mod hist;
 pub mod model;
 pub mod procs;
+pub mod ranking;
 pub mod render;
 pub mod sections;
 pub mod source;

@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::top::expo;
+use crate::top::{expo, procs::ProcRow};
 
 fn snapshot(at: Instant, text: &str, processes: Vec<ProcRow>) -> Snapshot {
     Snapshot {
