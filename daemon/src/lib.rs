@@ -20,6 +20,7 @@ pub mod reload;
 pub mod server;
 pub mod service;
 pub mod stalls;
+pub mod web;
 
 pub use config::Config;
 pub use daemon::{Daemon, DaemonError, run};

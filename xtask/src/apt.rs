@@ -37,6 +37,9 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         "systemd".into(),
         "yamllint".into(),
         "dpkg-dev".into(),
+        // Service tests of TLS and basic auth: a self-signed certificate and an https client.
+        "openssl".into(),
+        "curl".into(),
     ]
 }
 

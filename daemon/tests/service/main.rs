@@ -11,4 +11,5 @@ mod package;
 mod reload;
 mod shutdown;
 mod stall_reload;
+mod tls;
 mod unit_file;
