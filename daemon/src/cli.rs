@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// error, warn, info, debug or trace (overrides the config's `log_level`; RUST_LOG wins).
     #[arg(long, global = true)]
     pub log_level: Option<String>,
+    /// Web config file for TLS and basic auth, in the format of Prometheus exporters
+    /// (overrides the config's `web_config_file`).
+    #[arg(long = "web.config.file", global = true, value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 /// Subcommands.

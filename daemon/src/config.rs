@@ -1,7 +1,11 @@
 //! The daemon's configuration: a strict TOML file, every key documented with its default, and
 //! validated before anything touches the kernel.
 
-use std::{net::SocketAddr, path::Path, str::FromStr};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    str::FromStr,
+};
 
 use serde::Deserialize;
 
@@ -79,6 +83,8 @@ struct RawConfig {
     probes: Option<RawProbes>,
     /// Stall events: threshold, flight recorder, event stream.
     stalls: Option<crate::stalls::config::RawStalls>,
+    /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
+    web_config_file: Option<String>,
 }
 
 /// The `[probes]` table.
@@ -99,6 +105,8 @@ pub struct Config {
     pub disabled_probes: Vec<String>,
     /// The `[stalls]` table.
     pub stalls: crate::stalls::StallsConfig,
+    /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
+    pub web_config_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -109,6 +117,7 @@ impl Default for Config {
             ignore_own_io: true,
             disabled_probes: Vec::new(),
             stalls: crate::stalls::StallsConfig::default(),
+            web_config_file: None,
         }
     }
 }
@@ -145,6 +154,10 @@ impl Config {
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
             disabled_probes: raw.probes.and_then(|p| p.disable).unwrap_or_default(),
             stalls: raw.stalls.unwrap_or_default().validate()?,
+            web_config_file: raw
+                .web_config_file
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
         })
     }
 }

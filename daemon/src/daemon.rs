@@ -45,6 +45,8 @@ pub enum DaemonError {
     Signal(#[source] std::io::Error),
     #[error("stall events")]
     Stalls(#[from] crate::stalls::StallError),
+    #[error(transparent)]
+    Web(#[from] crate::web::WebConfigError),
 }
 
 /// How long [`Daemon::stop`] lets open HTTP connections finish before closing them: a scraper
@@ -65,6 +67,8 @@ pub struct Daemon {
     // (unless someone else enabled them too).
     _run_time_stats: Option<std::os::fd::OwnedFd>,
     stalls: crate::stalls::StallService,
+    /// TLS and authentication of the HTTP server.
+    web: crate::web::Web,
 }
 
 /// The kernel facts, the resolved families and the loaded object with its attach reports.
@@ -93,6 +97,12 @@ pub fn load_families(ignore_tgid: u32, disabled: &[String]) -> Result<Loaded, Da
 impl Daemon {
     /// Starts the daemon: everything that can fail fails here, before `start` returns.
     pub async fn start(config: &Config) -> Result<Daemon, DaemonError> {
+        // The web config file and its certificates first: a mistake there is named before
+        // anything else happens.
+        let web = match &config.web_config_file {
+            Some(path) => crate::web::Web::load(path)?,
+            None => crate::web::Web::default(),
+        };
         require_bpf_privileges()?;
         // Bind before loading probes: a port in use is reported without touching the kernel.
         let listener = server::bind(config.listen).await?;
@@ -152,12 +162,14 @@ impl Daemon {
             listener,
             Arc::new(registry),
             stalls.router().merge(processes.router()),
+            web.clone(),
             async move {
                 let _ = stopped.await;
             },
         ));
         tracing::info!(
-            "serving http://{addr}/metrics with {} of {} probes attached",
+            "serving {}://{addr}/metrics with {} of {} probes attached",
+            web.scheme(),
             loaded.attached(),
             loaded.reports.len()
         );
@@ -170,12 +182,18 @@ impl Daemon {
             ebpf: loaded.ebpf,
             _run_time_stats: run_time_stats,
             stalls,
+            web,
         })
     }
 
     /// The address `/metrics` is served on (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// TLS and authentication of the HTTP server.
+    pub fn web(&self) -> &crate::web::Web {
+        &self.web
     }
 
     /// What happened to each probe.

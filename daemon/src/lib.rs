@@ -21,6 +21,7 @@ pub mod server;
 pub mod service;
 pub mod stalls;
 pub mod top;
+pub mod web;
 
 pub use config::Config;
 pub use daemon::{Daemon, DaemonError, run};

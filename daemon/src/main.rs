@@ -38,6 +38,9 @@ fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
     if let Some(listen) = &args.listen {
         config.listen = parse_listen(listen).context("--listen")?;
     }
+    if let Some(path) = &args.web_config_file {
+        config.web_config_file = Some(path.clone());
+    }
     if let Some(level) = &args.log_level {
         config.log_level = level
             .parse::<LogLevel>()

@@ -73,6 +73,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         ignore_own_io,
         disabled_probes,
         stalls,
+        web_config_file,
     } = requested;
     let mut refused = Vec::new();
     let mut changed = Vec::new();
@@ -99,6 +100,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: format!("{:?}", running.disabled_probes),
             requested: format!("{disabled_probes:?}"),
             why: "probes are attached once at start",
+        });
+    }
+    if web_config_file != running.web_config_file {
+        refused.push(Refusal {
+            key: "web_config_file",
+            running: format!("{:?}", running.web_config_file),
+            requested: format!("{web_config_file:?}"),
+            why: "TLS and authentication are set up once, when the listener starts",
         });
     }
     if log_level != running.log_level {
@@ -148,6 +157,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
                 threshold_ns: stalls.threshold_ns,
                 ..running.stalls.clone()
             },
+            web_config_file: running.web_config_file.clone(),
         },
         changed,
         refused,
@@ -204,14 +214,24 @@ mod tests {
             ignore_own_io: false,
             disabled_probes: vec!["journal".into()],
             stalls: Default::default(),
+            web_config_file: Some("/etc/wbscope/web.yml".into()),
         };
         let p = plan(&running, requested);
         assert_eq!(p.config.listen, running.listen);
         assert!(p.config.ignore_own_io);
         assert!(p.config.disabled_probes.is_empty());
+        assert_eq!(p.config.web_config_file, None);
         assert_eq!(p.config.log_level, LogLevel::Warn);
         let keys: Vec<_> = p.refused.iter().map(|r| r.key).collect();
-        assert_eq!(keys, ["listen", "ignore_own_io", "probes.disable"]);
+        assert_eq!(
+            keys,
+            [
+                "listen",
+                "ignore_own_io",
+                "probes.disable",
+                "web_config_file"
+            ]
+        );
         let line = p.refused[0].to_string();
         assert!(
             line.contains("`listen`") && line.contains("127.0.0.1:1") && line.contains("restart"),
@@ -219,8 +239,8 @@ mod tests {
         );
         assert_eq!(
             p.summary(),
-            "config reloaded: applied log_level; refused listen, ignore_own_io, probes.disable \
-             (restart needed)"
+            "config reloaded: applied log_level; refused listen, ignore_own_io, probes.disable, \
+             web_config_file (restart needed)"
         );
     }
 }

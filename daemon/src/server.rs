@@ -1,4 +1,5 @@
-//! The HTTP endpoint: `/metrics` (Prometheus text format) and a small landing page at `/`.
+//! The HTTP endpoint: `/metrics` (Prometheus text format) and a small landing page at `/`, over
+//! HTTP or HTTPS, with or without basic auth (see [`crate::web`]).
 
 use std::{
     future::Future,
@@ -16,9 +17,11 @@ use axum::{
 };
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::{
-    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _},
     net::{TcpListener, TcpStream},
 };
+
+use crate::web::{ClientAuth, Web, tls::TlsListener};
 
 /// Binding the listener failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,14 +44,16 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(listener, registry, Router::new(), shutdown).await
+    serve_with(listener, registry, Router::new(), Web::default(), shutdown).await
 }
 
-/// Serves `/metrics`, `/` and the routes of `extra` until `shutdown` resolves.
+/// Serves `/metrics`, `/` and the routes of `extra`, with `web`'s TLS and authentication,
+/// until `shutdown` resolves.
 pub async fn serve_with(
     listener: TcpListener,
     registry: Arc<Registry>,
     extra: Router,
+    web: Web,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
@@ -56,9 +61,19 @@ pub async fn serve_with(
         .route("/", get(landing))
         .with_state(registry)
         .merge(extra);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app = web.protect(app);
+    match web.tls {
+        Some(tls) => {
+            axum::serve(TlsListener::new(listener, tls.acceptor)?, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
 }
 
 async fn metrics(State(registry): State<Arc<Registry>>) -> Response {
@@ -97,19 +112,28 @@ async fn landing() -> Html<&'static str> {
 pub enum SelfCheckError {
     #[error("no answer from {addr} within {timeout:?}")]
     Timeout { addr: SocketAddr, timeout: Duration },
-    #[error("cannot fetch http://{addr}/metrics")]
+    #[error("cannot fetch {addr}/metrics")]
     Io {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("http://{addr}/metrics answered {status:?}")]
+    #[error("{addr}/metrics answered {status:?}")]
     Status { addr: SocketAddr, status: String },
 }
 
 /// Fetches `/metrics` from our own listener, so that readiness is reported only once a scrape
 /// really answers (accept loop running, every collector gathering). An unspecified listen
 /// address (`0.0.0.0`, `::`) is reached through loopback.
-pub async fn self_check(listen: SocketAddr, timeout: Duration) -> Result<(), SelfCheckError> {
+///
+/// With TLS the fetch goes over TLS, trusting exactly our own certificate. When requests need
+/// credentials the daemon does not hold (bcrypt hashes cannot be turned back into passwords;
+/// it has no client certificate), the answer that proves the server runs is the refusal: a
+/// `401` from the authentication layer, or the TLS layer's alert asking for a certificate.
+pub async fn self_check(
+    listen: SocketAddr,
+    web: &Web,
+    timeout: Duration,
+) -> Result<(), SelfCheckError> {
     let mut addr = listen;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
@@ -118,26 +142,33 @@ pub async fn self_check(listen: SocketAddr, timeout: Duration) -> Result<(), Sel
         });
     }
     let fetch = async {
-        let mut stream = TcpStream::connect(addr).await?;
-        // HTTP/1.0: the server closes the connection after the response, so reading to the end
-        // is the whole answer.
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: wbscope\r\n\r\n")
-            .await?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await?;
-        Ok::<_, std::io::Error>(response)
+        match &web.tls {
+            None => fetch_metrics(TcpStream::connect(addr).await?).await,
+            Some(tls) => {
+                let connector = tls.self_check_connector().map_err(std::io::Error::other)?;
+                fetch_metrics(crate::web::tls::connect(&connector, addr).await?).await
+            }
+        }
     };
-    let response = tokio::time::timeout(timeout, fetch)
+    let fetched = tokio::time::timeout(timeout, fetch)
         .await
-        .map_err(|_| SelfCheckError::Timeout { addr, timeout })?
-        .map_err(|source| SelfCheckError::Io { addr, source })?;
+        .map_err(|_| SelfCheckError::Timeout { addr, timeout })?;
+    let response = match fetched {
+        Ok(response) => response,
+        Err(err) if asked_for_certificate(web, &err) => {
+            tracing::debug!("own /metrics: the TLS layer asked for a client certificate ({err})");
+            return Ok(());
+        }
+        Err(source) => return Err(SelfCheckError::Io { addr, source }),
+    };
     let status_line = response
         .split(|&b| b == b'\n')
         .next()
         .map(|l| String::from_utf8_lossy(l).trim().to_owned())
         .unwrap_or_default();
-    if status_line.split_whitespace().nth(1) == Some("200") {
+    let status = status_line.split_whitespace().nth(1);
+    if status == Some("200") || (status == Some("401") && web.requires_credentials()) {
+        tracing::debug!("own /metrics answered {status_line:?}");
         Ok(())
     } else {
         Err(SelfCheckError::Status {
@@ -145,4 +176,45 @@ pub async fn self_check(listen: SocketAddr, timeout: Duration) -> Result<(), Sel
             status: status_line,
         })
     }
+}
+
+/// `GET /metrics` over HTTP/1.0: the server closes the connection after the response, so
+/// reading to the end is the whole answer.
+async fn fetch_metrics(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+) -> std::io::Result<Vec<u8>> {
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: wbscope\r\n\r\n")
+        .await?;
+    let mut response = Vec::new();
+    match stream.read_to_end(&mut response).await {
+        Ok(_) => Ok(response),
+        // A TLS peer that closes without close_notify: the response is complete all the same.
+        Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {
+            Ok(response)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Whether `err` is our TLS server refusing a client without a certificate, when it requires
+/// one: the listener and its TLS layer answered.
+fn asked_for_certificate(web: &Web, err: &std::io::Error) -> bool {
+    use rustls::AlertDescription as A;
+    let required = web
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.client_auth == ClientAuth::Require);
+    let alert = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+        .and_then(|e| match e {
+            rustls::Error::AlertReceived(alert) => Some(*alert),
+            _ => None,
+        });
+    required
+        && matches!(
+            alert,
+            Some(A::CertificateRequired | A::HandshakeFailure | A::BadCertificate)
+        )
 }

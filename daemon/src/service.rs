@@ -21,7 +21,9 @@ const HEALTH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs the daemon until `shutdown` resolves.
 ///
-/// `READY=1` is sent once every probe is attached and our own `/metrics` answers; SIGHUP calls
+/// `READY=1` is sent once every probe is attached and our own `/metrics` answers (over TLS when
+/// configured; with basic auth or required client certificates, the refusal is that answer: see
+/// [`server::self_check`]); SIGHUP calls
 /// `load` for a new config (a failure keeps the running one); `WATCHDOG=1` is sent at half the
 /// manager's watchdog timeout while the HTTP server runs. A server that dies ends the run with
 /// an error, so `Restart=on-failure` brings the service back.
@@ -41,7 +43,9 @@ pub async fn run<E: Display>(
             return Err(err);
         }
     };
-    if let Err(err) = server::self_check(daemon.local_addr(), SELF_CHECK_TIMEOUT).await {
+    if let Err(err) =
+        server::self_check(daemon.local_addr(), daemon.web(), SELF_CHECK_TIMEOUT).await
+    {
         // The listener is bound and the server task runs; a local firewall may still block the
         // loopback scrape, which is no reason to stop.
         tracing::warn!("own /metrics check failed, reporting ready anyway: {err}");
@@ -105,7 +109,8 @@ fn reload<E: Display>(
 /// What STATUS= says while running: where metrics are served and what is attached.
 fn status_line(daemon: &Daemon) -> String {
     format!(
-        "serving http://{}/metrics; {}",
+        "serving {}://{}/metrics; {}",
+        daemon.web().scheme(),
         daemon.local_addr(),
         attached_summary(daemon.probe_reports())
     )

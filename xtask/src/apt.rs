@@ -40,6 +40,9 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         // The smoke tier drives `wbscope top` in a real terminal (new-session, send-keys,
         // capture-pane).
         "tmux".into(),
+        // Service tests of TLS and basic auth: a self-signed certificate and an https client.
+        "openssl".into(),
+        "curl".into(),
     ]
 }
 

@@ -1,7 +1,8 @@
 //! Service operations of the release binary (`WBSCOPE_BIN`, set by `cargo xtask test`):
-//! readiness and watchdog notifications, config reload, shutdown under load, the systemd unit and
-//! the Debian package; plus (unprivileged) checks of the Kubernetes manifests. The privileged
-//! tests are `#[ignore]`d so that nothing privileged runs by accident.
+//! readiness and watchdog notifications, config reload (also of the stall threshold), shutdown
+//! under load, the systemd unit and the Debian package; plus (unprivileged) checks of the
+//! Kubernetes manifests. The privileged tests are `#[ignore]`d so that nothing privileged runs
+//! by accident.
 
 mod common;
 mod kubernetes;
@@ -9,4 +10,6 @@ mod notify;
 mod package;
 mod reload;
 mod shutdown;
+mod stall_reload;
+mod tls;
 mod unit_file;

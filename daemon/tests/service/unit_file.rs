@@ -142,6 +142,7 @@ fn example_config_lists_every_key_with_its_default() {
         ignore_own_io: _,
         disabled_probes: _,
         stalls: _,
+        web_config_file: _,
     } = parsed;
     for key in [
         "listen",
@@ -152,6 +153,7 @@ fn example_config_lists_every_key_with_its_default() {
         "window",
         "max_events",
         "socket",
+        "web_config_file",
     ] {
         assert!(
             uncommented

@@ -1,0 +1,276 @@
+//! TLS with rustls (ring provider): the server config from the web config file's PEM files, a
+//! listener that handshakes off the accept loop, and the client the pre-READY self-check uses.
+
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+
+use rustls::{
+    DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
+    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    crypto::CryptoProvider,
+    pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime, pem::PemObject as _},
+    server::WebPkiClientVerifier,
+};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::mpsc,
+};
+use tokio_rustls::{TlsAcceptor, TlsConnector, server::TlsStream};
+
+use super::config::{ClientAuth, TlsFiles};
+
+/// A client that does not finish its handshake within this time is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshaken connections waiting for the HTTP server.
+const BACKLOG: usize = 64;
+
+/// The TLS side of the server, built once at start.
+#[derive(Clone)]
+pub struct Tls {
+    pub acceptor: TlsAcceptor,
+    /// Our certificate, which the self-check pins.
+    leaf: CertificateDer<'static>,
+    pub client_auth: ClientAuth,
+    provider: Arc<CryptoProvider>,
+}
+
+/// Reading or using a TLS file failed: (key, message) for [`super::WebConfigError::Invalid`].
+pub type TlsError = (&'static str, String);
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let fail = |e: &dyn std::fmt::Display| (key, format!("{}: {e}", path.display()));
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| fail(&e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(&e))?;
+    if certs.is_empty() {
+        return Err(fail(&"no PEM certificate in the file"));
+    }
+    Ok(certs)
+}
+
+impl Tls {
+    /// Reads the PEM files and builds the server config (HTTP/1.1 over TLS 1.2 and 1.3, or
+    /// 1.3 only).
+    pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
+        let chain = certs("tls_server_config.cert_file", &files.cert_file)?;
+        let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| {
+            (
+                "tls_server_config.key_file",
+                format!("{}: {e}", files.key_file.display()),
+            )
+        })?;
+        let provider = provider();
+        let versions: &[&rustls::SupportedProtocolVersion] = if files.tls13_only {
+            &[&rustls::version::TLS13]
+        } else {
+            rustls::DEFAULT_VERSIONS
+        };
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(versions)
+            .map_err(|e| ("tls_server_config.min_version", e.to_string()))?;
+        let builder = match (&files.client_auth, &files.client_ca_file) {
+            (ClientAuth::None, _) | (_, None) => builder.with_no_client_auth(),
+            (auth, Some(ca)) => {
+                let key = "tls_server_config.client_ca_file";
+                let mut roots = RootCertStore::empty();
+                for cert in certs(key, ca)? {
+                    roots
+                        .add(cert)
+                        .map_err(|e| (key, format!("{}: {e}", ca.display())))?;
+                }
+                let verifier = WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    Arc::clone(&provider),
+                );
+                let verifier = if *auth == ClientAuth::VerifyIfGiven {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| (key, format!("{}: {e}", ca.display())))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let leaf = chain[0].clone();
+        let mut config = builder.with_single_cert(chain, key).map_err(|e| {
+            (
+                "tls_server_config.key_file",
+                format!(
+                    "{} with {}: {e}",
+                    files.key_file.display(),
+                    files.cert_file.display()
+                ),
+            )
+        })?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Tls {
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+            leaf,
+            client_auth: files.client_auth,
+            provider,
+        })
+    }
+
+    /// A client for our own listener: it trusts exactly our certificate (whatever names it
+    /// carries, since it connects by address) and sends no client certificate.
+    pub fn self_check_connector(&self) -> Result<TlsConnector, rustls::Error> {
+        let verifier = Pinned {
+            leaf: self.leaf.clone(),
+            provider: Arc::clone(&self.provider),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        Ok(TlsConnector::from(Arc::new(config)))
+    }
+}
+
+/// Connects to `addr` with `connector`.
+pub async fn connect(
+    connector: &TlsConnector,
+    addr: SocketAddr,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    connector.connect(ServerName::from(addr.ip()), tcp).await
+}
+
+/// Accepts exactly one certificate: the server's own.
+#[derive(Debug)]
+struct Pinned {
+    leaf: CertificateDer<'static>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.leaf.as_ref() {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "not the certificate of this wbscope".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// A listener for `axum::serve` that yields connections after their TLS handshake. Handshakes
+/// run in their own tasks, so a slow or silent client never holds up the others.
+pub struct TlsListener {
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    addr: SocketAddr,
+}
+
+impl TlsListener {
+    /// Starts accepting on `listener`; the accept task ends when this listener is dropped.
+    pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
+        let addr = listener.local_addr()?;
+        let (tx, ready) = mpsc::channel(BACKLOG);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = tx.closed() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let (tcp, peer) = match accepted {
+                    Ok(conn) => conn,
+                    Err(err) => {
+                        // As axum's own accept loop: per-connection errors are the peer's;
+                        // others (e.g. EMFILE) get a pause before the next try.
+                        tracing::debug!("accept: {err}");
+                        if !is_connection_error(&err) {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        continue;
+                    }
+                };
+                let acceptor = acceptor.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(err)) => tracing::debug!("TLS handshake with {peer}: {err}"),
+                        Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { ready, addr })
+    }
+}
+
+fn is_connection_error(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        err.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(conn) => conn,
+            // The accept task only ends once this receiver is gone; never here.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
+}
