@@ -2,6 +2,7 @@
 //! each lives in its own module.
 
 mod apt;
+mod bench;
 mod cmd;
 mod host;
 mod linker;
@@ -34,8 +35,11 @@ enum Command {
     CheckSetup,
     /// Build wbscope in release mode and run `wbscope run [ARGS]`.
     Run(run::RunArgs),
-    /// Run the test tiers: lint, unit, kernel, smoke.
+    /// Run the test tiers: lint, unit, kernel, smoke, bench-quick.
     Test(test::TestArgs),
+    /// Measure what wbscope costs (BPF time per operation, A/B throughput, syscall overhead,
+    /// daemon CPU and memory, soak) beside bpftrace and biolatency; writes BENCHMARKS.md.
+    Bench(bench::BenchArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -62,6 +66,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::CheckSetup => setup::check(&pins)?,
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
+        Command::Bench(args) => bench::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;
