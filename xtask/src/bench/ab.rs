@@ -17,6 +17,7 @@ pub struct Pairs {
 
 /// Runs `ctx.plan.pairs` pairs of `workload`.
 pub fn run(ctx: &Ctx, workload: Workload) -> Result<Pairs> {
+    interrupt::check()?;
     let mut pairs = Vec::new();
     for i in 0..ctx.plan.pairs {
         // Even pairs run "without" first, odd pairs "with" first.

@@ -64,6 +64,9 @@ impl Alternative {
 struct Running {
     child: Child,
     ids: BTreeSet<u32>,
+    /// Program id → the tracepoint it is attached to (bpftool's program names are cut to 15
+    /// bytes; the tracepoint names the program the way wbscope's probe names do).
+    hooks: BTreeMap<u32, String>,
 }
 
 impl Running {
@@ -81,8 +84,20 @@ impl Running {
         let mut running = Running {
             child,
             ids: BTreeSet::new(),
+            hooks: BTreeMap::new(),
         };
         running.wait_attached(alt, &log_path)?;
+        running.hooks = bpfstats::attachments()?
+            .into_iter()
+            .filter(|a| running.ids.contains(&a.prog_id) && !a.tracepoint.is_empty())
+            .map(|a| {
+                let name = match a.fd_type.as_str() {
+                    "raw_tracepoint" => format!("{} (tp_btf)", a.tracepoint),
+                    _ => a.tracepoint,
+                };
+                (a.prog_id, name)
+            })
+            .collect();
         Ok(running)
     }
 
@@ -109,11 +124,13 @@ impl Running {
         }
     }
 
-    /// Counters of the tool's programs keyed by name (`name#id` when a name repeats).
+    /// Counters of the tool's programs keyed by hook, else by program name (`name#id` when a
+    /// name repeats).
     fn snapshot(&self) -> Result<BTreeMap<String, Counters>> {
         let by_id = bpfstats::snapshot(&self.ids)?;
         let mut out = BTreeMap::new();
         for (id, (name, counters)) in by_id {
+            let name = self.hooks.get(&id).cloned().unwrap_or(name);
             let key = if out.contains_key(&name) {
                 format!("{name}#{id}")
             } else {
@@ -146,6 +163,7 @@ impl Drop for Running {
 
 /// Both workloads under `alt`, with BPF run-time stats on only while a workload runs.
 pub fn measure(alt: Alternative, ctx: &Ctx) -> Result<Vec<Cost>> {
+    interrupt::check()?;
     let running = Running::start(alt, ctx)?;
     println!(
         "[bench] {} attached {} programs",

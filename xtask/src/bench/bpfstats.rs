@@ -104,6 +104,33 @@ fn parse(json: &[u8], ids: &BTreeSet<u32>) -> Result<BTreeMap<u32, (String, Coun
         .collect())
 }
 
+/// One program attached through a perf event or raw tracepoint (`bpftool perf list`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Attachment {
+    pub pid: u32,
+    pub prog_id: u32,
+    /// `tracepoint`, `raw_tracepoint` (tp_btf), `kprobe`, …
+    pub fd_type: String,
+    /// The tracepoint's name, e.g. `block_rq_complete`; empty for other kinds.
+    #[serde(default)]
+    pub tracepoint: String,
+}
+
+/// Every attachment `bpftool perf list` reports right now.
+pub fn attachments() -> Result<Vec<Attachment>> {
+    let out = Command::new("bpftool")
+        .args(["perf", "list", "--json"])
+        .output()
+        .context("running bpftool perf list")?;
+    if !out.status.success() {
+        bail!(
+            "bpftool perf list failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("parsing bpftool perf list --json")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +154,16 @@ mod tests {
             )
         );
         assert_eq!(got[&8].1, Counters::default());
+    }
+
+    #[test]
+    fn parses_perf_list() {
+        let json = br#"[{"pid":7907,"fd":8,"prog_id":2464,"fd_type":"tracepoint","tracepoint":"sys_enter_getppid"},
+                        {"pid":1,"fd":3,"prog_id":5,"fd_type":"kprobe","func":"x","offset":0}]"#;
+        let got: Vec<Attachment> = serde_json::from_slice(json).unwrap();
+        assert_eq!(got[0].tracepoint, "sys_enter_getppid");
+        assert_eq!(got[1].fd_type, "kprobe");
+        assert!(got[1].tracepoint.is_empty());
     }
 
     #[test]

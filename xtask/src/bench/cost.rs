@@ -97,6 +97,7 @@ pub fn measure(
 
 /// wbscope's cost with every probe attached, from the daemon's `wbscope_bpf_program_*` metrics.
 pub fn measure_wbscope(ctx: &Ctx) -> Result<Vec<Cost>> {
+    interrupt::check()?;
     let daemon = Daemon::start(&ctx.binary, &ctx.log_path("daemon-cost.log"))?;
     let costs = Workload::ALL
         .into_iter()

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use super::daemon::Daemon;
 use super::report::Section;
 use super::stats::{fmt_mib, fmt_ns, percentile};
-use super::workloads;
+use super::workloads::BackgroundFio;
 use super::{Ctx, interrupt, procfs};
 
 /// CPU and memory over one phase.
@@ -39,6 +39,7 @@ pub struct DaemonCost {
 
 /// Runs the idle phase, the loaded phase and the two latency measurements on one daemon.
 pub fn run(ctx: &Ctx) -> Result<DaemonCost> {
+    interrupt::check()?;
     let daemon = Daemon::start(&ctx.binary, &ctx.log_path("daemon-own-cost.log"))?;
     let pid = daemon.pid();
     // The start-up peak (BTF parsing, program loading) before any phase resets it.
@@ -48,11 +49,9 @@ pub fn run(ctx: &Ctx) -> Result<DaemonCost> {
     let idle = phase(ctx, &daemon)?;
     println!("[bench] daemon cost: phase under fio load");
     let secs = ctx.plan.daemon_phase_secs;
-    let mut fio = workloads::spawn_fio(&ctx.work_dir, ctx.plan.sizes, secs + 30)?;
-    let load = phase(ctx, &daemon);
-    let _ = fio.kill();
-    let _ = fio.wait();
-    let load = load?;
+    let fio = BackgroundFio::spawn(&ctx.work_dir, ctx.plan.sizes, secs + 30)?;
+    let load = phase(ctx, &daemon)?;
+    drop(fio);
     println!("[bench] daemon cost: scrape latency");
     let single = latency(&daemon, 1, ctx.plan.scrapes_single);
     let concurrent = latency(&daemon, ctx.plan.scrapers, ctx.plan.scrapes_each);

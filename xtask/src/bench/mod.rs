@@ -130,6 +130,8 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     let failures = measure_all(&ctx, &probes, &mut report);
     report.header.load = format!("{load_start} → {}", procfs::loadavg());
     drop(fs);
+    // An interrupted run would overwrite the last complete report with a partial one.
+    interrupt::check().context("report not written")?;
 
     report.write(&out)?;
     println!("\n{}", report.markdown());

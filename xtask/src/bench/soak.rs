@@ -14,7 +14,7 @@ use testkit::{FsKind, LoopFs, Scrape};
 use super::daemon::Daemon;
 use super::report::Section;
 use super::stats::{fmt_mib, fmt_ns, percentile};
-use super::workloads;
+use super::workloads::BackgroundFio;
 use super::{Ctx, interrupt, procfs};
 
 /// 10 scrapes per second.
@@ -44,13 +44,14 @@ pub struct Soak {
 
 /// Runs the soak for `ctx.plan.soak_secs` seconds.
 pub fn run(ctx: &Ctx) -> Result<Soak> {
+    interrupt::check()?;
     let writer_fs = LoopFs::new(FsKind::Ext4, 1024)?;
     writer_fs.limit_bdi_dirty(WRITER_DIRTY_LIMIT)?;
     writer_fs.throttle_write_bps(WRITER_WRITE_BPS)?;
     let mut daemon = Daemon::start(&ctx.binary, &ctx.log_path("soak.log"))?;
     let rss_start = procfs::status_bytes(daemon.pid(), "VmRSS")?;
     let secs = ctx.plan.soak_secs;
-    let mut fio = workloads::spawn_fio(&ctx.work_dir, ctx.plan.sizes, secs + 60)?;
+    let fio = BackgroundFio::spawn(&ctx.work_dir, ctx.plan.sizes, secs + 60)?;
     let stop = AtomicBool::new(false);
     let storms = AtomicU64::new(0);
     let written = AtomicU64::new(0);
@@ -62,8 +63,7 @@ pub fn run(ctx: &Ctx) -> Result<Soak> {
         stop.store(true, Ordering::Relaxed);
         result
     });
-    let _ = fio.kill();
-    let _ = fio.wait();
+    drop(fio);
     let (scrape_ns, scrapes_failed) = scraped?;
     let stayed_up = daemon.alive();
     let last = daemon.scrape();

@@ -3,12 +3,11 @@
 //! entry path. Measured as the time per `getppid(2)` in a tight loop, without and with the
 //! daemon attached, in alternating order.
 
-use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use serde::Deserialize;
+use anyhow::Result;
 
+use super::bpfstats;
 use super::daemon::{Daemon, Probe};
 use super::report::Section;
 use super::stats::{fmt_ratio, median, ratio};
@@ -47,6 +46,7 @@ fn trial(calls: u64) -> f64 {
 
 /// Runs `ctx.plan.syscall_pairs` pairs of trials.
 pub fn run(ctx: &Ctx) -> Result<SyscallCost> {
+    interrupt::check()?;
     let mut cost = SyscallCost {
         without: Vec::new(),
         with: Vec::new(),
@@ -68,23 +68,11 @@ pub fn run(ctx: &Ctx) -> Result<SyscallCost> {
     Ok(cost)
 }
 
-#[derive(Deserialize)]
-struct PerfJson {
-    #[serde(default)]
-    tracepoint: String,
-}
-
-/// How many BPF programs are attached to syscall tracepoints right now (`bpftool perf list`).
+/// How many BPF programs are attached to syscall tracepoints right now.
 fn syscall_attachments() -> Result<usize> {
-    let out = Command::new("bpftool")
-        .args(["perf", "list", "--json"])
-        .output()
-        .context("running bpftool perf list")?;
-    let list: Vec<PerfJson> =
-        serde_json::from_slice(&out.stdout).context("parsing bpftool perf list --json")?;
-    Ok(list
+    Ok(bpfstats::attachments()?
         .iter()
-        .filter(|p| is_syscall_hook(&p.tracepoint))
+        .filter(|a| is_syscall_hook(&a.tracepoint))
         .count())
 }
 

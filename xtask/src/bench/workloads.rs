@@ -5,7 +5,8 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Instant;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -99,13 +100,40 @@ pub fn prepare(workload: Workload, dir: &Path, sizes: Sizes) -> Result<()> {
     Ok(())
 }
 
-/// fio for `secs` seconds in the background (daemon-cost and soak load), output discarded.
-pub fn spawn_fio(dir: &Path, sizes: Sizes, secs: u64) -> Result<Child> {
-    fio_command(dir, sizes, secs)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting fio (installed by cargo xtask setup)")
+/// fio for at most `secs` seconds in the background (daemon-cost and soak load), output
+/// discarded; stops when dropped.
+pub struct BackgroundFio(Child);
+
+impl BackgroundFio {
+    /// Starts it.
+    pub fn spawn(dir: &Path, sizes: Sizes, secs: u64) -> Result<BackgroundFio> {
+        let child = fio_command(dir, sizes, secs)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting fio (installed by cargo xtask setup)")?;
+        Ok(BackgroundFio(child))
+    }
+}
+
+impl Drop for BackgroundFio {
+    /// SIGINT (fio stops its job and exits), then SIGKILL after 10 s. `--thread` keeps the job
+    /// in this process, so no job process outlives a kill and keeps the filesystem busy.
+    fn drop(&mut self) {
+        if let Ok(pid) = libc::pid_t::try_from(self.0.id()) {
+            // SAFETY: kill(2) on our own unreaped child with a valid signal number.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn fio_command(dir: &Path, sizes: Sizes, secs: u64) -> Command {
@@ -115,7 +143,12 @@ fn fio_command(dir: &Path, sizes: Sizes, secs: u64) -> Command {
         .args(["--rw=randwrite", "--bs=4k", "--fsync=1", "--ioengine=psync"])
         .arg(format!("--size={}m", sizes.fio_file_mib))
         .arg(format!("--runtime={secs}"))
-        .args(["--time_based", "--randrepeat=0", "--output-format=json"]);
+        .args([
+            "--time_based",
+            "--randrepeat=0",
+            "--thread",
+            "--output-format=json",
+        ]);
     cmd
 }
 
