@@ -76,25 +76,34 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts the daemon on a free loopback port, its output going to `log`, and waits until it
-    /// serves `/metrics` (it attaches every probe before it listens).
+    /// Starts the daemon (default configuration: every probe) on a free loopback port, its
+    /// output going to `log`, and waits until it serves `/metrics` (it attaches every probe
+    /// before it listens).
     pub fn start(binary: &Path, log: &Path) -> Result<Daemon> {
+        Self::start_with(binary, log, None)
+    }
+
+    /// Like `start`, with `wbscope run --config config` when given.
+    pub fn start_with(binary: &Path, log: &Path, config: Option<&Path>) -> Result<Daemon> {
         // A port freed just now can be taken by someone else before the daemon binds it; one
         // retry on a new port makes that race harmless.
-        match Self::try_start(binary, log) {
+        match Self::try_start(binary, log, config) {
             Ok(daemon) => Ok(daemon),
-            Err(first) => {
-                Self::try_start(binary, log).with_context(|| format!("first attempt: {first:#}"))
-            }
+            Err(first) => Self::try_start(binary, log, config)
+                .with_context(|| format!("first attempt: {first:#}")),
         }
     }
 
-    fn try_start(binary: &Path, log: &Path) -> Result<Daemon> {
+    fn try_start(binary: &Path, log: &Path, config: Option<&Path>) -> Result<Daemon> {
         let addr = free_port()?;
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone().context("duplicating the log file")?;
-        let child = Command::new(binary)
-            .args(["run", "--listen", &addr.to_string()])
+        let mut cmd = Command::new(binary);
+        cmd.args(["run", "--listen", &addr.to_string()]);
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

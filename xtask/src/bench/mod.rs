@@ -183,7 +183,7 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
     }
     sections.push(ab::section(&ab_results));
 
-    let result = syscall::run(ctx).map(|c| syscall::section(&c, probes));
+    let result = syscall::run(ctx, probes).map(|c| syscall::section(&c, probes));
     sections.push(keep("syscall", "Syscall tracepoint cost", result));
 
     let own_cost = daemon_cost::run(ctx);
@@ -235,7 +235,13 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
     for r in ["throughput", "sync-time"] {
         rows.push(format!("ab/buffered/{r}"));
     }
-    for r in ["without", "with", "overhead", "hook-path"] {
+    for r in [
+        "without",
+        "with",
+        "overhead",
+        "overhead-without-syscall-probes",
+        "hook-path",
+    ] {
         rows.push(format!("syscall/{r}"));
     }
     for r in [

@@ -41,6 +41,20 @@ pub fn ratio(a: f64, b: f64) -> Option<f64> {
     (b != 0.0).then(|| a / b)
 }
 
+/// One-sided sign test: the probability of at least `k` of `n` pairs falling on one side if
+/// each side were equally likely (Binomial(n, 1/2) upper tail).
+pub fn sign_test_p(k: usize, n: usize) -> f64 {
+    let mut tail = 0.0;
+    let mut choose = 1.0; // C(n, 0)
+    for j in 0..=n {
+        if j >= k {
+            tail += choose;
+        }
+        choose = choose * (n - j) as f64 / (j + 1) as f64;
+    }
+    tail / 2f64.powi(n as i32)
+}
+
 /// A duration in nanoseconds with a unit that keeps three significant digits readable:
 /// `812 ns`, `14.6 µs`, `3.21 ms`, `1.50 s`.
 pub fn fmt_ns(ns: f64) -> String {
@@ -105,6 +119,14 @@ mod tests {
         assert_eq!(min_max(&[2.0, -1.0, 5.0]), Some((-1.0, 5.0)));
         assert_eq!(ratio(1.0, 4.0), Some(0.25));
         assert_eq!(ratio(1.0, 0.0), None);
+    }
+
+    #[test]
+    fn sign_test_tails() {
+        assert_eq!(sign_test_p(0, 8), 1.0);
+        assert!((sign_test_p(8, 8) - 1.0 / 256.0).abs() < 1e-12);
+        assert!((sign_test_p(7, 8) - 9.0 / 256.0).abs() < 1e-12);
+        assert!((sign_test_p(6, 8) - 37.0 / 256.0).abs() < 1e-12);
     }
 
     #[test]

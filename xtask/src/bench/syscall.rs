@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::bpfstats;
 use super::daemon::{Daemon, Probe};
@@ -17,13 +17,24 @@ use super::{Ctx, interrupt};
 /// compile job on the other core preempted.
 const LOOPS_PER_TRIAL: usize = 5;
 
-/// ns per `getppid` without and with wbscope, one value per trial.
+/// ns per `getppid` in each configuration, one value per trial.
 pub struct SyscallCost {
     pub without: Vec<f64>,
     pub with: Vec<f64>,
+    /// With the daemon, its `syscalls:` probes disabled (empty when it has none): separates the
+    /// syscall slow path from everything else the daemon does.
+    pub without_syscall_probes: Vec<f64>,
     /// Syscall tracepoint attachments of other processes seen during the "without" trials:
     /// when non-zero, the baseline already ran on the slow path.
     pub foreign_attachments: usize,
+}
+
+/// The configurations a trial round measures.
+#[derive(Clone, Copy)]
+enum Variant {
+    Without,
+    With,
+    WithoutSyscallProbes,
 }
 
 /// `calls` getppid calls; ns per call. getppid goes to the kernel every time (glibc does not
@@ -44,28 +55,56 @@ fn trial(calls: u64) -> f64 {
     median(&loops).unwrap_or(0.0)
 }
 
-/// Runs `ctx.plan.syscall_pairs` pairs of trials.
-pub fn run(ctx: &Ctx) -> Result<SyscallCost> {
+/// Runs `ctx.plan.syscall_pairs` rounds of trials, rotating the order of the configurations.
+pub fn run(ctx: &Ctx, probes: &[Probe]) -> Result<SyscallCost> {
     interrupt::check()?;
+    let syscall_names: Vec<String> = syscall_probes(probes)
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    let config = ctx.log_path("no-syscall-probes.toml");
+    std::fs::write(&config, disable_config(&syscall_names))
+        .with_context(|| format!("writing {}", config.display()))?;
+    let mut variants = vec![Variant::Without, Variant::With];
+    if !syscall_names.is_empty() {
+        variants.push(Variant::WithoutSyscallProbes);
+    }
     let mut cost = SyscallCost {
         without: Vec::new(),
         with: Vec::new(),
+        without_syscall_probes: Vec::new(),
         foreign_attachments: 0,
     };
-    for i in 0..ctx.plan.syscall_pairs {
-        for with_wbscope in [i % 2 == 1, i % 2 == 0] {
+    for round in 0..ctx.plan.syscall_pairs {
+        for k in 0..variants.len() {
             interrupt::check()?;
-            if with_wbscope {
-                let daemon = Daemon::start(&ctx.binary, &ctx.log_path("syscall.log"))?;
-                cost.with.push(trial(ctx.plan.syscall_calls));
-                daemon.stop()?;
-            } else {
-                cost.foreign_attachments = cost.foreign_attachments.max(syscall_attachments()?);
-                cost.without.push(trial(ctx.plan.syscall_calls));
+            let log = ctx.log_path("syscall.log");
+            match variants[(round + k) % variants.len()] {
+                Variant::Without => {
+                    cost.foreign_attachments = cost.foreign_attachments.max(syscall_attachments()?);
+                    cost.without.push(trial(ctx.plan.syscall_calls));
+                }
+                Variant::With => {
+                    let daemon = Daemon::start(&ctx.binary, &log)?;
+                    cost.with.push(trial(ctx.plan.syscall_calls));
+                    daemon.stop()?;
+                }
+                Variant::WithoutSyscallProbes => {
+                    let daemon = Daemon::start_with(&ctx.binary, &log, Some(&config))?;
+                    cost.without_syscall_probes
+                        .push(trial(ctx.plan.syscall_calls));
+                    daemon.stop()?;
+                }
             }
         }
     }
     Ok(cost)
+}
+
+/// A daemon configuration that disables `names`.
+fn disable_config(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!("[probes]\ndisable = [{}]\n", quoted.join(", "))
 }
 
 /// How many BPF programs are attached to syscall tracepoints right now.
@@ -99,6 +138,7 @@ pub fn section(cost: &SyscallCost, probes: &[Probe]) -> Section {
     let without = median(&cost.without).unwrap_or(0.0);
     let with = median(&cost.with).unwrap_or(0.0);
     let trials = cost.without.len().to_string();
+    let vs_without = |v: f64| format!("{:+.1} ns ({})", v - without, fmt_ratio(ratio(v, without)));
     s.row(
         "without",
         vec![
@@ -118,13 +158,18 @@ pub fn section(cost: &SyscallCost, probes: &[Probe]) -> Section {
     s.row(
         "overhead",
         vec![
-            "added per syscall (ratio with/without)".into(),
-            format!(
-                "{:+.1} ns ({})",
-                with - without,
-                fmt_ratio(ratio(with, without))
-            ),
-            trials,
+            "added per syscall by wbscope (ratio with/without)".into(),
+            vs_without(with),
+            trials.clone(),
+        ],
+    );
+    let no_sys = median(&cost.without_syscall_probes);
+    s.row(
+        "overhead-without-syscall-probes",
+        vec![
+            "added per syscall with wbscope's syscalls: probes disabled".into(),
+            no_sys.map_or_else(|| "n/a (no syscalls: probes)".into(), vs_without),
+            cost.without_syscall_probes.len().to_string(),
         ],
     );
     let names = |ps: Vec<&Probe>| ps.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
@@ -188,6 +233,15 @@ mod tests {
             },
         ];
         assert_eq!(syscall_probes(&probes).len(), 1);
+    }
+
+    #[test]
+    fn writes_a_disable_config() {
+        let names = vec!["sys_enter_fsync".to_owned(), "sys_exit_fsync".to_owned()];
+        assert_eq!(
+            disable_config(&names),
+            "[probes]\ndisable = [\"sys_enter_fsync\", \"sys_exit_fsync\"]\n"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::ab::Pairs;
 use super::cost::Cost;
 use super::daemon_cost::DaemonCost;
 use super::report::Section;
-use super::stats::{fmt_mib, fmt_ns, median, min_max, percentile, ratio};
+use super::stats::{fmt_mib, fmt_ns, median, min_max, percentile, ratio, sign_test_p};
 use super::workloads::Workload;
 
 /// Results of the phases that ran (`None` for one that failed).
@@ -45,10 +45,15 @@ fn met(ok: Option<bool>) -> String {
     .to_owned()
 }
 
-/// Whether the per-pair throughput ratios straddle 1 (no loss resolvable by the pairs).
-fn ab_row(ab: &[Pairs], workload: Workload) -> (String, Option<bool>) {
+/// The loss a run may show and still count as "none": well inside the run-to-run spread.
+const NO_LOSS: f64 = 0.98;
+
+/// The A/B verdict from the per-pair throughput ratios: `NO` when a one-sided sign test
+/// resolves a loss (p < 0.05), `yes` when it does not and the median pair ratio is within 2% of
+/// 1 or above, `inconclusive` when the pairs are too noisy to tell either way.
+fn ab_row(ab: &[Pairs], workload: Workload) -> (String, String) {
     let Some(p) = ab.iter().find(|p| p.workload == workload) else {
-        return ("not measured".into(), None);
+        return ("not measured".into(), "n/a".into());
     };
     let ratios: Vec<f64> = p
         .pairs
@@ -56,17 +61,25 @@ fn ab_row(ab: &[Pairs], workload: Workload) -> (String, Option<bool>) {
         .filter_map(|(a, b)| ratio(b.throughput, a.throughput))
         .collect();
     let (Some(m), Some((lo, hi))) = (median(&ratios), min_max(&ratios)) else {
-        return ("not measured".into(), None);
+        return ("not measured".into(), "n/a".into());
     };
     let below = ratios.iter().filter(|r| **r < 1.0).count();
-    (
-        format!(
-            "median pair ratio {m:.3} (min {lo:.3}, max {hi:.3}; {below} of {} below 1)",
-            ratios.len()
-        ),
-        // One pair cannot show anything; otherwise "no loss" means the pairs do not all agree.
-        (ratios.len() > 1).then_some(below < ratios.len()),
-    )
+    let p_loss = sign_test_p(below, ratios.len());
+    let text = format!(
+        "median pair ratio {m:.3} (min {lo:.3}, max {hi:.3}; {below} of {} below 1, \
+         sign test p = {p_loss:.2})",
+        ratios.len()
+    );
+    let verdict = if ratios.len() < 2 {
+        "n/a (one pair)"
+    } else if p_loss < 0.05 {
+        "NO"
+    } else if m >= NO_LOSS {
+        "yes"
+    } else {
+        "inconclusive"
+    };
+    (text, verdict.to_owned())
 }
 
 /// target | measured | met.
@@ -114,13 +127,13 @@ pub fn section(i: &Inputs) -> Section {
         ],
     );
     for w in Workload::ALL {
-        let (text, ok) = ab_row(i.ab, w);
+        let (text, verdict) = ab_row(i.ab, w);
         s.row(
             format!("ab-{}", w.key()),
             vec![
                 format!("no measurable throughput loss, {} A/B", w.key()),
                 text,
-                met(ok),
+                verdict,
             ],
         );
     }
@@ -156,4 +169,39 @@ fn daemon_rows(s: &mut Section, d: Option<&DaemonCost>) {
             met(p99.map(|ns| ns <= 10e6)),
         ],
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::workloads::Outcome;
+
+    fn pairs(ratios: &[f64]) -> Vec<Pairs> {
+        let o = |throughput| Outcome {
+            ops: 1.0,
+            throughput,
+            flush_ns: 1.0,
+            secs: 1.0,
+        };
+        vec![Pairs {
+            workload: Workload::Fio,
+            pairs: ratios.iter().map(|r| (o(100.0), o(100.0 * r))).collect(),
+        }]
+    }
+
+    #[test]
+    fn ab_verdicts() {
+        let verdict = |r: &[f64]| ab_row(&pairs(r), Workload::Fio).1;
+        assert_eq!(verdict(&[0.9; 8]), "NO");
+        assert_eq!(
+            verdict(&[0.99, 1.01, 0.995, 1.02, 0.98, 1.0, 1.03, 0.97]),
+            "yes"
+        );
+        assert_eq!(
+            verdict(&[0.1, 0.2, 0.7, 0.97, 1.3, 0.4, 0.66, 1.1]),
+            "inconclusive"
+        );
+        assert_eq!(verdict(&[0.5]), "n/a (one pair)");
+        assert_eq!(ab_row(&pairs(&[1.0]), Workload::Buffered).1, "n/a");
+    }
 }
