@@ -28,6 +28,8 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         // Inspecting loaded programs and cross-checking probes by hand and in tests.
         "bpftool".into(),
         "bpftrace".into(),
+        // `cargo xtask bench` measures libbpf-tools' biolatency beside wbscope.
+        "libbpf-tools".into(),
         // Only for `promtool check metrics`. The package also ships a prometheus service; nothing
         // here needs it running.
         "prometheus".into(),

@@ -2,6 +2,7 @@
 //! each lives in its own module.
 
 mod apt;
+mod bench;
 mod cmd;
 mod dashboards;
 mod host;
@@ -37,7 +38,7 @@ enum Command {
     CheckSetup,
     /// Build wbscope in release mode and run `wbscope run [ARGS]`.
     Run(run::RunArgs),
-    /// Run the test tiers: lint, unit, kernel, smoke, e2e.
+    /// Run the test tiers: lint, unit, kernel, smoke, e2e, bench-quick.
     Test(test::TestArgs),
     /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
     /// names); `--write` regenerates them.
@@ -46,6 +47,9 @@ enum Command {
     Install(install::InstallArgs),
     /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
     Package(package::PackageArgs),
+    /// Measure what wbscope costs (BPF time per operation, A/B throughput, syscall overhead,
+    /// daemon CPU and memory, soak) beside bpftrace and biolatency; writes BENCHMARKS.md.
+    Bench(bench::BenchArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -75,6 +79,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Dashboards(args) => dashboards::run(&pins, &args)?,
         Command::Install(args) => install::run(&pins, &args)?,
         Command::Package(args) => package::run(&pins, &args)?,
+        Command::Bench(args) => bench::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;

@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
-use crate::{dashboards, host, lint, package, run, setup};
+use crate::{bench, dashboards, host, lint, package, run, setup};
 
 /// A test tier. Declaration order is run order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -24,10 +24,20 @@ pub enum Tier {
     /// Dashboards and rules: the offline check, then every query against a real Prometheus
     /// scraping the release daemon under load (root).
     E2e,
+    /// `cargo xtask bench --quick`: every benchmark phase briefly; passes if the report has
+    /// every row (root).
+    BenchQuick,
 }
 
 impl Tier {
-    const ALL: [Tier; 5] = [Tier::Lint, Tier::Unit, Tier::Kernel, Tier::Smoke, Tier::E2e];
+    const ALL: [Tier; 6] = [
+        Tier::Lint,
+        Tier::Unit,
+        Tier::Kernel,
+        Tier::Smoke,
+        Tier::E2e,
+        Tier::BenchQuick,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -36,6 +46,7 @@ impl Tier {
             Tier::Kernel => "kernel",
             Tier::Smoke => "smoke",
             Tier::E2e => "e2e",
+            Tier::BenchQuick => "bench-quick",
         }
     }
 
@@ -44,7 +55,7 @@ impl Tier {
     fn depends_on(self) -> &'static [Tier] {
         match self {
             Tier::Lint | Tier::Unit => &[],
-            Tier::Kernel | Tier::Smoke | Tier::E2e => &[Tier::Unit],
+            Tier::Kernel | Tier::Smoke | Tier::E2e | Tier::BenchQuick => &[Tier::Unit],
         }
     }
 }
@@ -119,14 +130,14 @@ pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
 /// failed: it did not pass, and the line must add up to the number of tiers).
 fn summary(results: &[(Tier, Outcome, f64)]) -> ExitCode {
     println!();
-    println!("{:<8} {:<20} {:>9}", "tier", "result", "seconds");
+    println!("{:<12} {:<20} {:>9}", "tier", "result", "seconds");
     for (tier, outcome, secs) in results {
         let result = match outcome {
             Outcome::Passed => "pass".to_owned(),
             Outcome::Failed => "FAIL".to_owned(),
             Outcome::Skipped(dep) => format!("SKIP ({} failed)", dep.name()),
         };
-        println!("{:<8} {result:<20} {secs:>9.1}", tier.name());
+        println!("{:<12} {result:<20} {secs:>9.1}", tier.name());
     }
     let passed = results
         .iter()
@@ -213,6 +224,15 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 .args(["--ignored", "--test-threads=1", "--nocapture"])
                 .run()
         }
+        Tier::BenchQuick => bench::run(
+            pins,
+            &bench::BenchArgs {
+                quick: true,
+                // `test` already ran setup (or was told not to).
+                no_setup: true,
+                ..bench::BenchArgs::default()
+            },
+        ),
     }
 }
 
@@ -222,7 +242,14 @@ mod tests {
 
     #[test]
     fn tiers_sort_in_run_order_and_lint_blocks_nothing() {
-        let mut tiers = vec![Tier::Smoke, Tier::E2e, Tier::Lint, Tier::Kernel, Tier::Unit];
+        let mut tiers = vec![
+            Tier::BenchQuick,
+            Tier::Smoke,
+            Tier::E2e,
+            Tier::Lint,
+            Tier::Kernel,
+            Tier::Unit,
+        ];
         tiers.sort();
         assert_eq!(tiers, Tier::ALL);
         assert!(
