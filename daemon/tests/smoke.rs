@@ -9,7 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use testkit::{Scrape, scrape, wait_until};
+use testkit::{
+    Scrape,
+    bpf_programs::{program_ids, still_loaded},
+    scrape, wait_until,
+};
 
 #[path = "smoke/top.rs"]
 mod top;
@@ -68,39 +72,6 @@ fn run_to_exit(args: &[&str]) -> Output {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Ids of the BPF programs process `pid` holds (`prog_id:` in /proc/PID/fdinfo). Ids, not names:
-/// other daemons and kernel tests on the same host load programs with the same names.
-fn program_ids(pid: u32) -> Vec<u32> {
-    let mut ids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
-        .expect("read fdinfo")
-        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
-        .filter_map(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("prog_id:"))
-                .and_then(|id| id.trim().parse().ok())
-        })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
-/// Which of `ids` are still loaded (`bpftool prog show id N` succeeds).
-fn still_loaded(ids: &[u32]) -> Vec<u32> {
-    ids.iter()
-        .copied()
-        .filter(|id| {
-            Command::new("bpftool")
-                .args(["prog", "show", "id", &id.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("run bpftool (installed by cargo xtask setup)")
-                .success()
-        })
-        .collect()
 }
 
 #[test]
@@ -196,7 +167,7 @@ fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
         output.status,
         stderr(&output)
     );
-    let left = still_loaded(&ids);
+    let left = still_loaded(&ids).expect("bpftool");
     assert!(left.is_empty(), "programs {left:?} left loaded after exit");
 }
 

@@ -7,6 +7,7 @@
 //! Whatever cannot be undone is reported on stderr. Most fixtures need root; tests call
 //! [`require_root`] first and return early when it is false.
 
+pub mod bpf_programs;
 pub mod bpftrace;
 mod error;
 mod loopfs;

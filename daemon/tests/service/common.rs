@@ -145,38 +145,3 @@ pub fn probe_names() -> Vec<String> {
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
         .collect()
 }
-
-/// Ids of the BPF programs process `pid` holds open (`prog_id:` in /proc/PID/fdinfo). Ids, not
-/// names: other daemons (e.g. kernel tests running in parallel) load programs with our names.
-pub fn program_ids(pid: u32) -> Vec<u32> {
-    let dir = format!("/proc/{pid}/fdinfo");
-    let mut ids: Vec<u32> = std::fs::read_dir(&dir)
-        .expect("read fdinfo")
-        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
-        .filter_map(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("prog_id:"))
-                .and_then(|id| id.trim().parse().ok())
-        })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
-/// Which of `ids` the kernel still has loaded (`bpftool prog show id N`; ids are allocated
-/// cyclically, so a freed id is not reused by another program this soon).
-pub fn still_loaded(ids: &[u32]) -> Vec<u32> {
-    ids.iter()
-        .copied()
-        .filter(|id| {
-            Command::new("bpftool")
-                .args(["prog", "show", "id", &id.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("run bpftool (installed by cargo xtask setup)")
-                .success()
-        })
-        .collect()
-}

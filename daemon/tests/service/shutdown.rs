@@ -10,7 +10,9 @@ use std::{
 
 use testkit::{FsKind, LoopFs, Scrape, scrape, wait_until};
 
-use crate::common::{Wbscope, free_addr, probe_names, program_ids, still_loaded};
+use testkit::bpf_programs::{program_ids, still_loaded};
+
+use crate::common::{Wbscope, free_addr, probe_names};
 
 /// fio, killed on drop.
 struct Fio(std::process::Child);
@@ -78,7 +80,7 @@ fn sigterm_under_fio_exits_0_within_2s_and_detaches_everything() {
 
     daemon.signal(libc::SIGTERM);
     let (status, took) = daemon.wait_exit(Duration::from_secs(10));
-    let left = still_loaded(&ids);
+    let left = still_loaded(&ids).expect("bpftool");
     drop(fio);
     eprintln!(
         "exit {status:?} {took:?} after SIGTERM; {} of {} programs left",
