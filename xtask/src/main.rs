@@ -14,6 +14,7 @@ mod run;
 mod setup;
 mod test;
 mod toolchain;
+mod vmtest;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,9 @@ enum Command {
     Install(install::InstallArgs),
     /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
     Package(package::PackageArgs),
+    /// Boot Debian's 6.1 and 6.12 cloud kernels in QEMU and run `wbscope check` and a subset of
+    /// the kernel tests inside (root; slow: software emulation).
+    Vmtest(vmtest::VmtestArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -75,6 +79,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Dashboards(args) => dashboards::run(&pins, &args)?,
         Command::Install(args) => install::run(&pins, &args)?,
         Command::Package(args) => package::run(&pins, &args)?,
+        Command::Vmtest(args) => vmtest::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;

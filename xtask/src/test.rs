@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
-use crate::{dashboards, host, lint, package, run, setup};
+use crate::{dashboards, host, lint, package, run, setup, vmtest};
 
 /// A test tier. Declaration order is run order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -24,10 +24,20 @@ pub enum Tier {
     /// Dashboards and rules: the offline check, then every query against a real Prometheus
     /// scraping the release daemon under load (root).
     E2e,
+    /// Debian's 6.1 and 6.12 kernels in QEMU: `wbscope check` and a kernel-test subset (root,
+    /// slow). Part of the default run only when `WBSCOPE_VMTEST=1`.
+    Vm,
 }
 
 impl Tier {
-    const ALL: [Tier; 5] = [Tier::Lint, Tier::Unit, Tier::Kernel, Tier::Smoke, Tier::E2e];
+    const ALL: [Tier; 6] = [
+        Tier::Lint,
+        Tier::Unit,
+        Tier::Kernel,
+        Tier::Smoke,
+        Tier::E2e,
+        Tier::Vm,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -36,6 +46,7 @@ impl Tier {
             Tier::Kernel => "kernel",
             Tier::Smoke => "smoke",
             Tier::E2e => "e2e",
+            Tier::Vm => "vm",
         }
     }
 
@@ -44,7 +55,7 @@ impl Tier {
     fn depends_on(self) -> &'static [Tier] {
         match self {
             Tier::Lint | Tier::Unit => &[],
-            Tier::Kernel | Tier::Smoke | Tier::E2e => &[Tier::Unit],
+            Tier::Kernel | Tier::Smoke | Tier::E2e | Tier::Vm => &[Tier::Unit],
         }
     }
 }
@@ -52,7 +63,8 @@ impl Tier {
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
-    /// Run only this tier (repeatable); default: all, in order.
+    /// Run only this tier (repeatable); default: all, in order (the vm tier only when
+    /// `WBSCOPE_VMTEST=1`: it boots two kernels under software emulation).
     #[arg(long = "tier", value_enum)]
     pub tiers: Vec<Tier>,
     /// Do not check for (or install) missing tools first.
@@ -68,15 +80,10 @@ enum Outcome {
 
 /// Runs the selected tiers and prints the summary; the exit code is 1 if any tier did not pass.
 pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
-    if std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0") {
-        bail!("WBSCOPE_VMTEST is set, but the VM test tier is not implemented yet");
-    }
     setup::ensure(pins, args.no_setup)?;
 
-    let selected: Vec<Tier> = Tier::ALL
-        .into_iter()
-        .filter(|t| args.tiers.is_empty() || args.tiers.contains(t))
-        .collect();
+    let vm_wanted = std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0");
+    let selected = select(&args.tiers, vm_wanted);
     let total = selected.len();
     let mut results: Vec<(Tier, Outcome, f64)> = Vec::new();
     for (i, &tier) in selected.iter().enumerate() {
@@ -113,6 +120,20 @@ pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
         results.push((tier, outcome, secs));
     }
     Ok(summary(&results))
+}
+
+/// The tiers to run, in order: the named ones, or all (the vm tier only if `vm_wanted`).
+fn select(named: &[Tier], vm_wanted: bool) -> Vec<Tier> {
+    Tier::ALL
+        .into_iter()
+        .filter(|t| {
+            if named.is_empty() {
+                *t != Tier::Vm || vm_wanted
+            } else {
+                named.contains(t)
+            }
+        })
+        .collect()
 }
 
 /// Prints the table and the closing `xtask: N passed, M failed` line (a skipped tier counts as
@@ -204,6 +225,16 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 .args(["--ignored", "--test-threads=1"])
                 .run()
         }
+        Tier::Vm => vmtest::run(
+            pins,
+            &vmtest::VmtestArgs {
+                kernel: vmtest::KernelChoice::All,
+                tests: Vec::new(),
+                timeout: 1500,
+                readme: false,
+                no_setup: true,
+            },
+        ),
         Tier::E2e => {
             // Builds the release binary and asks it for its metric names first.
             dashboards::check(pins)?;
@@ -222,7 +253,14 @@ mod tests {
 
     #[test]
     fn tiers_sort_in_run_order_and_lint_blocks_nothing() {
-        let mut tiers = vec![Tier::Smoke, Tier::E2e, Tier::Lint, Tier::Kernel, Tier::Unit];
+        let mut tiers = vec![
+            Tier::Vm,
+            Tier::Smoke,
+            Tier::E2e,
+            Tier::Lint,
+            Tier::Kernel,
+            Tier::Unit,
+        ];
         tiers.sort();
         assert_eq!(tiers, Tier::ALL);
         assert!(
@@ -230,5 +268,12 @@ mod tests {
                 .iter()
                 .all(|t| !t.depends_on().contains(&Tier::Lint))
         );
+    }
+
+    #[test]
+    fn vm_tier_runs_by_default_only_when_asked() {
+        assert!(!select(&[], false).contains(&Tier::Vm));
+        assert_eq!(select(&[], true), Tier::ALL);
+        assert_eq!(select(&[Tier::Vm], false), [Tier::Vm]);
     }
 }
