@@ -45,6 +45,8 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
         q(plan.kernel_root),
         TEST_MODULES.join(" ")
     );
+    // The tests scrape the in-process daemon over loopback, which nothing else brings up.
+    s.push_str("ip link set lo up || echo '@@VMTEST loopback not up'\n");
     // The scratch disk holds /tmp, where the test fixtures put their loop images, so they are
     // written to a disk rather than guest memory.
     s.push_str("mount -t ext4 /dev/vda /tmp && chmod 1777 /tmp || echo '@@VMTEST scratch disk not mounted'\n");
@@ -60,7 +62,7 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
         let _ = writeln!(s, "echo '@@VMTEST begin tests'");
         let _ = writeln!(
             s,
-            "cd {} && RUST_BACKTRACE=1 NO_COLOR=1 {}=1 {} --ignored --test-threads=1 --color never --exact {} 2>&1",
+            "cd {} && RUST_BACKTRACE=1 NO_COLOR=1 {}=1 {} --ignored --test-threads=1 --nocapture --color never --exact {} 2>&1",
             q(plan.crate_dir),
             ALLOW_SKIPPED,
             q(plan.kernel_tests),
