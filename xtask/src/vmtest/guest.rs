@@ -121,6 +121,17 @@ pub fn not_attached(check: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The lines above the probe table that say something is not available (`not` in them): the
+/// caller keeps those the host does not also print.
+pub fn header_notes(check: &str) -> Vec<String> {
+    check
+        .lines()
+        .take_while(|l| !l.starts_with("PROBE "))
+        .filter(|l| l.contains(" not "))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// libtest's `test result: ...` line, and each test's outcome: `FAILED` when listed under the
 /// closing `failures:` block, else `ok` (log lines can sit between a test's name and outcome).
 pub fn test_summary(tests: &str) -> (Option<String>, Vec<(String, String)>) {
@@ -153,6 +164,7 @@ mod tests {
     use super::*;
 
     const CONSOLE: &str = "[ 1.0] noise\n@@VMTEST begin check\nwbscope 0.1.0 on kernel 6.1\n\
+        block: x (io_start_time_ns is not usable here)\n\
         PROBE  HOOK  STATUS\nwriteback_queue  tracepoint writeback/writeback_queue  attached\n\
         block_io_start  tp_btf block_io_start  skipped: no tracepoint block/block_io_start\n\
         \n35 of 36 probes attach on this kernel\n@@VMTEST end check rc=0\n\
@@ -164,6 +176,10 @@ mod tests {
         let check = section(CONSOLE, "check").unwrap();
         assert_eq!(check.rc, Some(0));
         assert_eq!(attached(&check.text), Some((35, 36)));
+        assert_eq!(
+            header_notes(&check.text),
+            ["block: x (io_start_time_ns is not usable here)"]
+        );
         assert_eq!(
             not_attached(&check.text),
             [(

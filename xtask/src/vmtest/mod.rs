@@ -42,12 +42,13 @@ impl KernelChoice {
 }
 
 /// The kernel tests run in each guest: fsync counts, sync work by mode and reason, block
-/// requests by op and sync flag, dirty throttling.
+/// requests by op and sync flag, dirty throttling, and every sync call (io_uring included) once.
 pub const DEFAULT_TESTS: &[&str] = &[
     "sync_calls::fsync_on_throttled_ext4_is_counted_exactly",
     "writeback::sync_runs_sync_all_work_and_writes_back_the_dirty_data",
     "block::direct_writes_are_sync_idle_write_requests",
     "dirty_throttle::throttled_writer_pauses_match_an_independent_trace",
+    "sync_all_calls::every_sync_call_is_counted_on_ext4",
 ];
 
 /// Arguments of `cargo xtask vmtest`.
@@ -86,10 +87,15 @@ pub fn run(pins: &Pins, args: &VmtestArgs) -> Result<()> {
         args.tests.clone()
     };
 
-    let mut results = vec![host_result(pins)?];
+    let (host, host_check) = host_result(pins)?;
+    let mut results = vec![host];
     for series in args.kernel.series() {
         println!("==> vmtest: Linux {series}");
-        let result = boot_one(pins, series, &cache, &kernel_tests, &tests, args.timeout)?;
+        let mut result = boot_one(pins, series, &cache, &kernel_tests, &tests, args.timeout)?;
+        // Only what this kernel lacks and the host has.
+        result
+            .notes
+            .retain(|n| !host_check.lines().any(|l| l == n.as_str()));
         println!(
             "<== vmtest: {} {} in {:.1}s",
             result.release,
@@ -185,6 +191,7 @@ fn boot_one(
         source: format!("Debian `{}` in QEMU", kernel.package),
         attached: guest::attached(check_text),
         degraded: guest::not_attached(check_text),
+        notes: guest::header_notes(check_text),
         tests: tests_text,
         wall_secs: start.elapsed().as_secs_f64(),
         passed: check_ok && tests_ok,
@@ -192,8 +199,8 @@ fn boot_one(
 }
 
 /// `wbscope check` on the host's own kernel, for the table's first row (the kernel tier runs
-/// its tests there).
-fn host_result(pins: &Pins) -> Result<KernelResult> {
+/// its tests there), and its output.
+fn host_result(pins: &Pins) -> Result<(KernelResult, String)> {
     let start = Instant::now();
     let out = Cmd::new(run::release_binary(pins)).arg("check").probe()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -201,15 +208,17 @@ fn host_result(pins: &Pins) -> Result<KernelResult> {
         .unwrap_or_default()
         .trim()
         .to_owned();
-    Ok(KernelResult {
+    let result = KernelResult {
         release,
         source: "the host".to_owned(),
         attached: guest::attached(&text),
         degraded: guest::not_attached(&text),
+        notes: Vec::new(),
         tests: "all, in `cargo xtask test`'s kernel tier".to_owned(),
         wall_secs: start.elapsed().as_secs_f64(),
         passed: out.status.success(),
-    })
+    };
+    Ok((result, text.into_owned()))
 }
 
 /// Builds the release `--test kernel` binary and returns its path, read from cargo's JSON

@@ -18,6 +18,9 @@ pub struct KernelResult {
     pub attached: Option<(usize, usize)>,
     /// Probes that did not attach, with `wbscope check`'s reason.
     pub degraded: Vec<(String, String)>,
+    /// Lines of `wbscope check`'s header that say something is not available on this kernel
+    /// (and that the host does not print).
+    pub notes: Vec<String>,
     /// libtest's result line for the kernel-test subset, or why there is none.
     pub tests: String,
     /// Host wall time of the whole boot, in seconds.
@@ -40,14 +43,17 @@ pub fn table(results: &[KernelResult]) -> String {
             Some((n, m)) => format!("{n} of {m}"),
             None => "no check output".to_owned(),
         };
-        let degraded = if r.degraded.is_empty() {
+        let parts: Vec<String> = r
+            .degraded
+            .iter()
+            .map(|(probe, why)| format!("`{probe}` {why}"))
+            .chain(r.notes.iter().cloned())
+            .map(|p| p.replace('|', "\\|"))
+            .collect();
+        let degraded = if parts.is_empty() {
             "nothing".to_owned()
         } else {
-            r.degraded
-                .iter()
-                .map(|(probe, why)| format!("`{probe}` {}", why.replace('|', "\\|")))
-                .collect::<Vec<_>>()
-                .join("; ")
+            parts.join("; ")
         };
         let _ = writeln!(
             s,
@@ -82,12 +88,15 @@ mod tests {
             source: "Debian package".into(),
             attached: Some((35, 36)),
             degraded: vec![("block_io_start".into(), "skipped: a|b".into())],
+            notes: vec!["block: latency not from the kernel".into()],
             tests: "ok. 4 passed; 0 failed".into(),
             wall_secs: 61.4,
             passed: true,
         }]);
         assert!(
-            t.contains("| 35 of 36 | `block_io_start` skipped: a\\|b |"),
+            t.contains(
+                "| 35 of 36 | `block_io_start` skipped: a\\|b; block: latency not from the kernel |"
+            ),
             "{t}"
         );
         assert!(t.contains("| 61 s |"), "{t}");
