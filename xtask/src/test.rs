@@ -230,6 +230,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
             &vmtest::VmtestArgs {
                 kernel: vmtest::KernelChoice::All,
                 tests: Vec::new(),
+                all_tests: false,
                 timeout: 1500,
                 readme: false,
                 no_setup: true,

@@ -20,7 +20,7 @@ pub struct Plan<'a> {
     pub kernel_tests: &'a Path,
     /// The daemon crate's directory (cargo runs tests there).
     pub crate_dir: &'a Path,
-    /// Exact test names to run.
+    /// Exact test names to run (none: all).
     pub tests: &'a [String],
 }
 
@@ -58,18 +58,21 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
     let _ = writeln!(s, "echo '@@VMTEST begin check'");
     let _ = writeln!(s, "{} check 2>&1", q(plan.wbscope));
     let _ = writeln!(s, "echo \"@@VMTEST end check rc=$?\"");
-    if !plan.tests.is_empty() {
-        let _ = writeln!(s, "echo '@@VMTEST begin tests'");
-        let _ = writeln!(
-            s,
-            "cd {} && RUST_BACKTRACE=1 NO_COLOR=1 {}=1 {} --ignored --test-threads=1 --nocapture --color never --exact {} 2>&1",
-            q(plan.crate_dir),
-            ALLOW_SKIPPED,
-            q(plan.kernel_tests),
-            plan.tests.join(" ")
-        );
-        let _ = writeln!(s, "echo \"@@VMTEST end tests rc=$?\"");
-    }
+    // No names: every kernel test.
+    let filter = if plan.tests.is_empty() {
+        String::new()
+    } else {
+        format!(" --exact {}", plan.tests.join(" "))
+    };
+    let _ = writeln!(s, "echo '@@VMTEST begin tests'");
+    let _ = writeln!(
+        s,
+        "cd {} && RUST_BACKTRACE=1 NO_COLOR=1 {}=1 {} --ignored --test-threads=1 --nocapture --color never{filter} 2>&1",
+        q(plan.crate_dir),
+        ALLOW_SKIPPED,
+        q(plan.kernel_tests),
+    );
+    let _ = writeln!(s, "echo \"@@VMTEST end tests rc=$?\"");
     fs::write(path, s).with_context(|| format!("write {}", path.display()))?;
     Cmd::new("chmod").arg("755").arg(path).run()
 }
