@@ -48,10 +48,15 @@ impl LoopFs {
     /// (`strict_limit=1`), so writers are throttled in `balance_dirty_pages` even below the
     /// global thresholds. The revert restores the previous `strict_limit` and `max_ratio`
     /// (normally 0 and 100) rather than writing `max_bytes=0`, which would set the ratio to 0.
+    /// Where the kernel has no `strict_limit` knob, the global dirty limits stand in for it.
     pub fn limit_bdi_dirty(&self, max_bytes: u64) -> Result<()> {
         let bdi = PathBuf::from("/sys/class/bdi").join(self.dev_string());
         let strict = bdi.join("strict_limit");
         let ratio = bdi.join("max_ratio");
+        if !strict.exists() {
+            // Kernels before 6.2 have no per-bdi byte limit or strict_limit knob.
+            return self.limit_global_dirty(max_bytes);
+        }
         let previous_strict = read_attr(&strict)?;
         let previous_ratio = read_attr(&ratio)?;
         // Registered before writing, so a failure half-way is still reverted.
@@ -68,6 +73,40 @@ impl LoopFs {
         );
         write_attr(&bdi.join("strict_limit"), "1")?;
         write_attr(&bdi.join("max_bytes"), &max_bytes.to_string())
+    }
+}
+
+impl LoopFs {
+    /// The fallback of `limit_bdi_dirty` where the bdi has no `strict_limit`: the global
+    /// `vm.dirty_bytes` = `max_bytes` and `vm.dirty_background_bytes` = half of it, so a writer
+    /// past the midpoint is throttled in `balance_dirty_pages` on the global threshold. Only
+    /// sound where this test is the only writer (a VM). Each knob is restored as it was: its
+    /// bytes value if set, else its ratio (writing one zeroes the other).
+    fn limit_global_dirty(&self, max_bytes: u64) -> Result<()> {
+        for (bytes, ratio, value) in [
+            ("dirty_bytes", "dirty_ratio", max_bytes),
+            (
+                "dirty_background_bytes",
+                "dirty_background_ratio",
+                max_bytes / 2,
+            ),
+        ] {
+            let bytes = Path::new("/proc/sys/vm").join(bytes);
+            let ratio = Path::new("/proc/sys/vm").join(ratio);
+            let previous_bytes = read_attr(&bytes)?;
+            let previous_ratio = read_attr(&ratio)?;
+            let (restore, previous) = if previous_bytes.trim() == "0" {
+                (ratio, previous_ratio)
+            } else {
+                (bytes.clone(), previous_bytes)
+            };
+            self.undo.push(
+                format!("{} back to {previous}", restore.display()),
+                move || write_attr(&restore, &previous),
+            );
+            write_attr(&bytes, &value.to_string())?;
+        }
+        Ok(())
     }
 }
 

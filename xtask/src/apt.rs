@@ -45,6 +45,14 @@ pub fn packages(llvm_major: u32) -> Vec<String> {
         // Service tests of TLS and basic auth: a self-signed certificate and an https client.
         "openssl".into(),
         "curl".into(),
+        // The VM tier (`cargo xtask vmtest`): QEMU with software emulation, the C virtiofsd
+        // (qemu-system-common, which qemu-system-x86 brings), busybox for the initramfs, depmod
+        // for the kernel packages' module dependencies, xz for their compressed modules.
+        "qemu-system-x86".into(),
+        "qemu-system-common".into(),
+        "busybox-static".into(),
+        "kmod".into(),
+        "xz-utils".into(),
     ]
 }
 

@@ -15,6 +15,7 @@ mod run;
 mod setup;
 mod test;
 mod toolchain;
+mod vmtest;
 
 use std::process::ExitCode;
 
@@ -50,6 +51,9 @@ enum Command {
     /// Measure what wbscope costs (BPF time per operation, A/B throughput, syscall overhead,
     /// daemon CPU and memory, soak) beside bpftrace and biolatency; writes BENCHMARKS.md.
     Bench(bench::BenchArgs),
+    /// Boot Debian's 6.1 and 6.12 cloud kernels in QEMU and run `wbscope check` and a subset of
+    /// the kernel tests inside (root; slow: software emulation).
+    Vmtest(vmtest::VmtestArgs),
     /// Run only the lint tier.
     Lint {
         /// Do not check for (or install) missing tools first.
@@ -80,6 +84,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Install(args) => install::run(&pins, &args)?,
         Command::Package(args) => package::run(&pins, &args)?,
         Command::Bench(args) => bench::run(&pins, &args)?,
+        Command::Vmtest(args) => vmtest::run(&pins, &args)?,
         Command::Lint { no_setup } => {
             setup::ensure(&pins, no_setup)?;
             lint::run(&pins)?;

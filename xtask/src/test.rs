@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
-use crate::{bench, dashboards, host, lint, package, run, setup};
+use crate::{bench, dashboards, host, lint, package, run, setup, vmtest};
 
 /// A test tier. Declaration order is run order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -27,16 +27,20 @@ pub enum Tier {
     /// `cargo xtask bench --quick`: every benchmark phase briefly; passes if the report has
     /// every row (root).
     BenchQuick,
+    /// Debian's 6.1 and 6.12 kernels in QEMU: `wbscope check` and a kernel-test subset (root,
+    /// slow). Part of the default run only when `WBSCOPE_VMTEST=1`.
+    Vm,
 }
 
 impl Tier {
-    const ALL: [Tier; 6] = [
+    const ALL: [Tier; 7] = [
         Tier::Lint,
         Tier::Unit,
         Tier::Kernel,
         Tier::Smoke,
         Tier::E2e,
         Tier::BenchQuick,
+        Tier::Vm,
     ];
 
     fn name(self) -> &'static str {
@@ -47,6 +51,7 @@ impl Tier {
             Tier::Smoke => "smoke",
             Tier::E2e => "e2e",
             Tier::BenchQuick => "bench-quick",
+            Tier::Vm => "vm",
         }
     }
 
@@ -55,7 +60,7 @@ impl Tier {
     fn depends_on(self) -> &'static [Tier] {
         match self {
             Tier::Lint | Tier::Unit => &[],
-            Tier::Kernel | Tier::Smoke | Tier::E2e | Tier::BenchQuick => &[Tier::Unit],
+            Tier::Kernel | Tier::Smoke | Tier::E2e | Tier::BenchQuick | Tier::Vm => &[Tier::Unit],
         }
     }
 }
@@ -63,7 +68,8 @@ impl Tier {
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
-    /// Run only this tier (repeatable); default: all, in order.
+    /// Run only this tier (repeatable); default: all, in order (the vm tier only when
+    /// `WBSCOPE_VMTEST=1`: it boots two kernels under software emulation).
     #[arg(long = "tier", value_enum)]
     pub tiers: Vec<Tier>,
     /// Do not check for (or install) missing tools first.
@@ -79,15 +85,10 @@ enum Outcome {
 
 /// Runs the selected tiers and prints the summary; the exit code is 1 if any tier did not pass.
 pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
-    if std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0") {
-        bail!("WBSCOPE_VMTEST is set, but the VM test tier is not implemented yet");
-    }
     setup::ensure(pins, args.no_setup)?;
 
-    let selected: Vec<Tier> = Tier::ALL
-        .into_iter()
-        .filter(|t| args.tiers.is_empty() || args.tiers.contains(t))
-        .collect();
+    let vm_wanted = std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0");
+    let selected = select(&args.tiers, vm_wanted);
     let total = selected.len();
     let mut results: Vec<(Tier, Outcome, f64)> = Vec::new();
     for (i, &tier) in selected.iter().enumerate() {
@@ -124,6 +125,20 @@ pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
         results.push((tier, outcome, secs));
     }
     Ok(summary(&results))
+}
+
+/// The tiers to run, in order: the named ones, or all (the vm tier only if `vm_wanted`).
+fn select(named: &[Tier], vm_wanted: bool) -> Vec<Tier> {
+    Tier::ALL
+        .into_iter()
+        .filter(|t| {
+            if named.is_empty() {
+                *t != Tier::Vm || vm_wanted
+            } else {
+                named.contains(t)
+            }
+        })
+        .collect()
 }
 
 /// Prints the table and the closing `xtask: N passed, M failed` line (a skipped tier counts as
@@ -215,6 +230,17 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 .args(["--ignored", "--test-threads=1"])
                 .run()
         }
+        Tier::Vm => vmtest::run(
+            pins,
+            &vmtest::VmtestArgs {
+                kernel: vmtest::KernelChoice::All,
+                tests: Vec::new(),
+                all_tests: false,
+                timeout: 1500,
+                readme: false,
+                no_setup: true,
+            },
+        ),
         Tier::E2e => {
             // Builds the release binary and asks it for its metric names first.
             dashboards::check(pins)?;
@@ -244,6 +270,7 @@ mod tests {
     fn tiers_sort_in_run_order_and_lint_blocks_nothing() {
         let mut tiers = vec![
             Tier::BenchQuick,
+            Tier::Vm,
             Tier::Smoke,
             Tier::E2e,
             Tier::Lint,
@@ -257,5 +284,12 @@ mod tests {
                 .iter()
                 .all(|t| !t.depends_on().contains(&Tier::Lint))
         );
+    }
+
+    #[test]
+    fn vm_tier_runs_by_default_only_when_asked() {
+        assert!(!select(&[], false).contains(&Tier::Vm));
+        assert_eq!(select(&[], true), Tier::ALL);
+        assert_eq!(select(&[Tier::Vm], false), [Tier::Vm]);
     }
 }

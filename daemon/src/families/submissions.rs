@@ -51,6 +51,9 @@ const WB_SUBMISSIONS: &str = "WB_SUBMISSIONS";
 pub struct Submissions {
     ext4: Option<Result<Ext4WritepagesResultFormat, String>>,
     wbc: Option<Result<WbcLayout, String>>,
+    /// Only `task_mm`, for the flusher-inode probes on kernels where `wbc_layout` fails (before
+    /// 6.10 the folio batch is on write_cache_pages' stack, not in `writeback_control`).
+    flusher: Option<Result<WbcLayout, String>>,
 }
 
 fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, String> {
@@ -112,6 +115,30 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
     })
 }
 
+/// The layout with only `task_mm` set: `fbatch_len` 0 makes `wbc_writepage` find no folio, and
+/// that probe is skipped anyway when the full layout is not resolved.
+fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
+    let btf = kernel
+        .btf
+        .as_ref()
+        .map_err(|why| format!("no kernel BTF: {why}"))?;
+    Ok(WbcLayout {
+        nr_to_write: 0,
+        sync_mode: 0,
+        fbatch: 0,
+        fbatch_i: 0,
+        fbatch_folios: 0,
+        fbatch_len: 0,
+        folio_mapping: 0,
+        mapping_host: 0,
+        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        folio_flags: 0,
+        folio_nr_pages: 0,
+        pg_head: 0,
+        resolved: 1,
+    })
+}
+
 fn gap_of<T>(part: &Option<Result<T, String>>) -> Option<String> {
     match part {
         Some(Ok(_)) => None,
@@ -132,13 +159,15 @@ impl Family for Submissions {
     fn resolve(&mut self, kernel: &KernelInfo) {
         self.ext4 = Some(ext4_format(kernel));
         self.wbc = Some(wbc_layout(kernel));
+        self.flusher = Some(flusher_layout(kernel));
     }
 
     fn gap(&self, probe: &ProbeSpec) -> Option<String> {
         match probe.program {
             "ext4_writepages_result" => gap_of(&self.ext4),
-            // The flusher-inode probes need task_struct.mm from the same layout.
-            _ => gap_of(&self.wbc),
+            "wbc_writepage" => gap_of(&self.wbc),
+            // The flusher-inode probes need only task_struct.mm.
+            _ => gap_of(&self.flusher),
         }
     }
 
@@ -146,7 +175,12 @@ impl Family for Submissions {
         if let Some(Ok(f)) = &self.ext4 {
             loader.override_global(globals::EXT4_WP_RESULT_FMT, f, true);
         }
-        if let Some(Ok(l)) = &self.wbc {
+        let layout = match (&self.wbc, &self.flusher) {
+            (Some(Ok(full)), _) => Some(full),
+            (_, Some(Ok(flusher))) => Some(flusher),
+            _ => None,
+        };
+        if let Some(l) = layout {
             loader.override_global(globals::WBC_LAYOUT, l, true);
         }
     }

@@ -11,8 +11,13 @@ pub enum Hook {
         event: &'static str,
     },
     /// A BTF-typed tracepoint (`tp_btf/<event>`): typed arguments, no record copy; needs kernel
-    /// BTF and the `btf_trace_<event>` typedef.
-    BtfTracepoint { event: &'static str },
+    /// BTF and the `btf_trace_<event>` typedef. `older` names the same event on kernels that
+    /// called it something else (same first argument); the loader uses whichever the kernel's BTF
+    /// has.
+    BtfTracepoint {
+        event: &'static str,
+        older: Option<&'static str>,
+    },
 }
 
 /// One eBPF program and its hook.
@@ -40,7 +45,22 @@ impl ProbeSpec {
     pub const fn btf_tracepoint(program: &'static str, event: &'static str) -> ProbeSpec {
         ProbeSpec {
             program,
-            hook: Hook::BtfTracepoint { event },
+            hook: Hook::BtfTracepoint { event, older: None },
+        }
+    }
+
+    /// A probe on a BTF-typed tracepoint that older kernels name `older`.
+    pub const fn btf_tracepoint_or(
+        program: &'static str,
+        event: &'static str,
+        older: &'static str,
+    ) -> ProbeSpec {
+        ProbeSpec {
+            program,
+            hook: Hook::BtfTracepoint {
+                event,
+                older: Some(older),
+            },
         }
     }
 
@@ -48,7 +68,11 @@ impl ProbeSpec {
     pub fn hook_name(&self) -> String {
         match self.hook {
             Hook::Tracepoint { category, event } => format!("tracepoint {category}/{event}"),
-            Hook::BtfTracepoint { event } => format!("tp_btf {event}"),
+            Hook::BtfTracepoint { event, older: None } => format!("tp_btf {event}"),
+            Hook::BtfTracepoint {
+                event,
+                older: Some(older),
+            } => format!("tp_btf {event} (or {older})"),
         }
     }
 }

@@ -123,12 +123,28 @@ fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
     match spec.hook {
         Hook::Tracepoint { category, event } => (!kernel.tracefs.event_exists(category, event))
             .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
-        Hook::BtfTracepoint { event } => match &kernel.btf {
+        Hook::BtfTracepoint { event, older } => match &kernel.btf {
             Err(why) => Some(format!("tp_btf needs kernel BTF: {why}")),
-            Ok(btf) => (!btf.has_type(&format!("btf_trace_{event}")))
-                .then(|| format!("tp_btf {event} does not exist on this kernel")),
+            Ok(btf) => btf_event(btf, event, older).is_none().then(|| match older {
+                Some(older) => {
+                    format!("neither tp_btf {event} nor {older} exists on this kernel")
+                }
+                None => format!("tp_btf {event} does not exist on this kernel"),
+            }),
         },
     }
+}
+
+/// The name under which this kernel's BTF has the event (`btf_trace_<name>`): `event`, else
+/// `older`.
+fn btf_event(
+    btf: &crate::kernel::btf::Btf,
+    event: &'static str,
+    older: Option<&'static str>,
+) -> Option<&'static str> {
+    std::iter::once(event)
+        .chain(older)
+        .find(|name| btf.has_type(&format!("btf_trace_{name}")))
 }
 
 fn attach_one(
@@ -148,15 +164,22 @@ fn attach_one(
     if let Some(why) = hook_gap(spec, kernel).or_else(|| family.gap(spec)) {
         return AttachStatus::Skipped(why);
     }
-    match try_attach(ebpf, spec, aya_btf) {
+    // hook_gap found it, so the kernel has BTF and one of the names.
+    let event = match (spec.hook, &kernel.btf) {
+        (Hook::BtfTracepoint { event, older }, Ok(btf)) => btf_event(btf, event, older),
+        _ => None,
+    };
+    match try_attach(ebpf, spec, event, aya_btf) {
         Ok(()) => AttachStatus::Attached,
         Err(why) => AttachStatus::Failed(why),
     }
 }
 
+/// Loads and attaches `spec`; `btf_event` is the tp_btf event name this kernel has.
 fn try_attach(
     ebpf: &mut Ebpf,
     spec: &ProbeSpec,
+    btf_event: Option<&str>,
     aya_btf: &Result<AyaBtf, String>,
 ) -> Result<(), String> {
     let program = ebpf
@@ -168,7 +191,8 @@ fn try_attach(
             tp.load().map_err(|e| error_chain(&e))?;
             tp.attach(category, event).map_err(|e| error_chain(&e))?;
         }
-        Hook::BtfTracepoint { event } => {
+        Hook::BtfTracepoint { event, .. } => {
+            let event = btf_event.unwrap_or(event);
             let btf = aya_btf
                 .as_ref()
                 .map_err(|why| format!("kernel BTF for aya: {why}"))?;

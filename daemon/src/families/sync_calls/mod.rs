@@ -42,7 +42,13 @@ const PROBES: &[ProbeSpec] = &[
     ProbeSpec::tracepoint("sys_exit_msync", "syscalls", "sys_exit_msync"),
     ProbeSpec::tracepoint("ext4_sync_file_enter", "ext4", "ext4_sync_file_enter"),
     ProbeSpec::tracepoint("xfs_file_fsync", "xfs", "xfs_file_fsync"),
-    ProbeSpec::btf_tracepoint("io_uring_submit_req", "io_uring_submit_req"),
+    // Called io_uring_submit_sqe(req, force_nonblock) before 6.4, at the same place in
+    // io_submit_sqe() (after io_init_req() prepared the request), with the same first argument.
+    ProbeSpec::btf_tracepoint_or(
+        "io_uring_submit_req",
+        "io_uring_submit_req",
+        "io_uring_submit_sqe",
+    ),
     ProbeSpec::btf_tracepoint("io_uring_complete", "io_uring_complete"),
 ];
 

@@ -1,0 +1,178 @@
+//! One boot: virtiofsd exporting the host's root, QEMU (software emulation, under `timeout`)
+//! with that share, a scratch virtio disk and the serial console on stdout, which is echoed
+//! and kept for parsing.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::vmtest::initramfs::ROOT_TAG;
+
+/// What to boot.
+pub struct Boot<'a> {
+    pub vmlinuz: &'a Path,
+    pub initramfs: &'a Path,
+    /// Raw image attached as the guest's `/dev/vda`.
+    pub scratch: &'a Path,
+    /// Executable on the host's filesystem, run by the guest's init in a chroot of the host root.
+    pub guest_script: &'a Path,
+    /// Guest memory in MiB.
+    pub memory_mib: u32,
+    /// `timeout` for QEMU: TCG can hang instead of exiting when something goes wrong.
+    pub timeout: Duration,
+    /// Where the serial console output is written.
+    pub log: &'a Path,
+}
+
+/// Where Debian's C virtiofsd lives (shipped in qemu-system-common).
+const VIRTIOFSD: &str = "/usr/lib/qemu/virtiofsd";
+
+/// Boots and returns the console output. Fails only when QEMU cannot be started; a guest that
+/// timed out or crashed shows in the output (the caller looks for the markers).
+pub fn run(boot: &Boot) -> Result<String> {
+    let socket = std::env::temp_dir().join(format!("wbscope-vmtest-{}.sock", std::process::id()));
+    let _ = fs::remove_file(&socket);
+    let mut virtiofsd = Daemon(
+        Command::new(VIRTIOFSD)
+            .arg(format!("--socket-path={}", socket.display()))
+            .args([
+                "-o",
+                "source=/",
+                "-o",
+                "cache=always",
+                "-o",
+                "sandbox=chroot",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("start {VIRTIOFSD} (apt package qemu-system-common)"))?,
+    );
+    let start = Instant::now();
+    while !socket.exists() {
+        if start.elapsed() > Duration::from_secs(10) {
+            bail!("virtiofsd made no socket at {} in 10 s", socket.display());
+        }
+        if let Ok(Some(status)) = virtiofsd.0.try_wait() {
+            bail!("virtiofsd exited at once ({status})");
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+
+    let args = qemu_args(boot, &socket);
+    println!(
+        "$ timeout {} qemu-system-x86_64 {}",
+        boot.timeout.as_secs(),
+        args.join(" ")
+    );
+    let mut qemu = Command::new("timeout")
+        .args(["--kill-after=10", &boot.timeout.as_secs().to_string()])
+        .arg("qemu-system-x86_64")
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("start qemu-system-x86_64 (apt package qemu-system-x86)")?;
+    let stdout = qemu.stdout.take().context("qemu stdout")?;
+    let mut log = fs::File::create(boot.log).with_context(|| format!("{}", boot.log.display()))?;
+    let mut console = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap_or_default();
+        // The serial console ends lines with CR LF.
+        let line = line.trim_end_matches('\r');
+        println!("  | {line}");
+        let _ = writeln!(log, "{line}");
+        console.push_str(line);
+        console.push('\n');
+    }
+    let status = qemu.wait().context("wait for qemu")?;
+    if status.code() == Some(124) || status.code() == Some(137) {
+        console.push_str(&format!(
+            "@@VMTEST timeout after {} s\n",
+            boot.timeout.as_secs()
+        ));
+    }
+    drop(virtiofsd);
+    let _ = fs::remove_file(&socket);
+    Ok(console)
+}
+
+fn qemu_args(boot: &Boot, socket: &Path) -> Vec<String> {
+    let mem = boot.memory_mib;
+    let pairs: [(&str, String); 16] = [
+        // KVM on these hosts cannot run stock kernels; TCG always works (and is slower).
+        ("-accel", "tcg,thread=multi".into()),
+        ("-cpu", "max".into()),
+        ("-smp", "2".into()),
+        ("-m", format!("{mem}M")),
+        // vhost-user-fs needs guest memory that virtiofsd can map.
+        (
+            "-object",
+            format!("memory-backend-memfd,id=mem,size={mem}M,share=on"),
+        ),
+        ("-numa", "node,memdev=mem".into()),
+        (
+            "-chardev",
+            format!("socket,id=vfs,path={}", socket.display()),
+        ),
+        (
+            "-device",
+            format!("vhost-user-fs-pci,chardev=vfs,tag={ROOT_TAG}"),
+        ),
+        (
+            "-drive",
+            format!(
+                "file={},if=virtio,format=raw,cache=unsafe",
+                boot.scratch.display()
+            ),
+        ),
+        ("-kernel", boot.vmlinuz.display().to_string()),
+        ("-initrd", boot.initramfs.display().to_string()),
+        ("-display", "none".into()),
+        ("-serial", "stdio".into()),
+        ("-nic", "none".into()),
+        ("-no-reboot", String::new()),
+        (
+            "-append",
+            format!(
+                "console=ttyS0 panic=-1 quiet guestcmd={}",
+                boot.guest_script.display()
+            ),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_owned(), value])
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A child process killed on drop.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A fresh sparse scratch image with an ext4 filesystem, `size_mib` large.
+pub fn scratch_disk(path: &Path, size_mib: u64) -> Result<PathBuf> {
+    let file = fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+    file.set_len(size_mib * 1024 * 1024)
+        .with_context(|| format!("size {}", path.display()))?;
+    drop(file);
+    crate::cmd::Cmd::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(path)
+        .run()?;
+    Ok(path.to_owned())
+}

@@ -1,0 +1,211 @@
+//! What runs inside the guest (a bash script on the host's filesystem, which the guest sees
+//! read-only) and reading its results back from the serial console, where each step is framed
+//! by `@@VMTEST begin NAME` / `@@VMTEST end NAME rc=N` lines.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::cmd::Cmd;
+
+/// Paths the guest script needs, all on the host's filesystem.
+pub struct Plan<'a> {
+    /// The unpacked kernel package (`modprobe -d`).
+    pub kernel_root: &'a Path,
+    /// The release daemon.
+    pub wbscope: &'a Path,
+    /// The release build of `--test kernel`.
+    pub kernel_tests: &'a Path,
+    /// The daemon crate's directory (cargo runs tests there).
+    pub crate_dir: &'a Path,
+    /// Exact test names to run (none: all).
+    pub tests: &'a [String],
+}
+
+/// Modules the tests need beyond the root: loop devices, xfs, the I/O schedulers the block
+/// tests switch to. Built-in ones make modprobe succeed without loading anything.
+/// The kernel tests' switch that accepts probes this kernel skips (they are reported in the
+/// support table instead).
+const ALLOW_SKIPPED: &str = "WBSCOPE_TEST_ALLOW_SKIPPED";
+
+const TEST_MODULES: &[&str] = &["loop", "xfs", "mq-deadline", "bfq"];
+
+/// Writes the executable guest script to `path`.
+pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
+    let q = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
+    let mut s = String::from(
+        "#!/bin/bash\n# Written by `cargo xtask vmtest`; runs inside the guest.\nset -u\n",
+    );
+    let _ = writeln!(s, "echo \"@@VMTEST kernel $(uname -r)\"");
+    let _ = writeln!(
+        s,
+        "modprobe -d {} -a {} 2>&1 | sed 's/^/modprobe: /'",
+        q(plan.kernel_root),
+        TEST_MODULES.join(" ")
+    );
+    // The tests scrape the in-process daemon over loopback, which nothing else brings up.
+    s.push_str("ip link set lo up || echo '@@VMTEST loopback not up'\n");
+    // The scratch disk holds /tmp, where the test fixtures put their loop images, so they are
+    // written to a disk rather than guest memory.
+    s.push_str("mount -t ext4 /dev/vda /tmp && chmod 1777 /tmp || echo '@@VMTEST scratch disk not mounted'\n");
+    // testkit throttles loop devices through the cgroup v1 blkio controller at the root.
+    s.push_str(
+        "mount -t tmpfs cgroup /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/blkio && \
+         mount -t cgroup -o blkio blkio /sys/fs/cgroup/blkio || echo '@@VMTEST no blkio cgroup'\n",
+    );
+    let _ = writeln!(s, "echo '@@VMTEST begin check'");
+    let _ = writeln!(s, "{} check 2>&1", q(plan.wbscope));
+    let _ = writeln!(s, "echo \"@@VMTEST end check rc=$?\"");
+    // No names: every kernel test.
+    let filter = if plan.tests.is_empty() {
+        String::new()
+    } else {
+        format!(" --exact {}", plan.tests.join(" "))
+    };
+    let _ = writeln!(s, "echo '@@VMTEST begin tests'");
+    let _ = writeln!(
+        s,
+        "cd {} && RUST_BACKTRACE=1 NO_COLOR=1 {}=1 {} --ignored --test-threads=1 --nocapture --color never{filter} 2>&1",
+        q(plan.crate_dir),
+        ALLOW_SKIPPED,
+        q(plan.kernel_tests),
+    );
+    let _ = writeln!(s, "echo \"@@VMTEST end tests rc=$?\"");
+    fs::write(path, s).with_context(|| format!("write {}", path.display()))?;
+    Cmd::new("chmod").arg("755").arg(path).run()
+}
+
+/// A framed step's output and exit status (`None` when the end marker never came: the guest
+/// crashed or timed out).
+pub struct Section {
+    pub text: String,
+    pub rc: Option<i32>,
+}
+
+/// The `name` section of the console output, if it began.
+pub fn section(console: &str, name: &str) -> Option<Section> {
+    let begin = format!("@@VMTEST begin {name}");
+    let end = format!("@@VMTEST end {name} rc=");
+    let mut lines = console.lines().skip_while(|l| !l.ends_with(&begin));
+    lines.next()?;
+    let mut text = String::new();
+    for line in lines {
+        if let Some(pos) = line.find(&end) {
+            let rc = line[pos + end.len()..].trim().parse().ok();
+            text.push_str(&line[..pos]);
+            return Some(Section { text, rc });
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    Some(Section { text, rc: None })
+}
+
+/// `N of M` from `wbscope check`'s closing line.
+pub fn attached(check: &str) -> Option<(usize, usize)> {
+    check.lines().find_map(|l| {
+        let rest = l.trim().strip_suffix(" probes attach on this kernel")?;
+        let (n, m) = rest.split_once(" of ")?;
+        Some((n.parse().ok()?, m.parse().ok()?))
+    })
+}
+
+/// The probe table's rows that did not attach: `(probe, status)`.
+pub fn not_attached(check: &str) -> Vec<(String, String)> {
+    check
+        .lines()
+        .filter_map(|l| {
+            let pos = l.find("skipped: ").or_else(|| l.find("FAILED: "))?;
+            let probe = l.split_whitespace().next()?.to_owned();
+            Some((probe, l[pos..].trim().to_owned()))
+        })
+        .collect()
+}
+
+/// The lines above the probe table that say something is not available (`not` in them): the
+/// caller keeps those the host does not also print.
+pub fn header_notes(check: &str) -> Vec<String> {
+    check
+        .lines()
+        .take_while(|l| !l.starts_with("PROBE "))
+        .filter(|l| l.contains(" not "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// libtest's `test result: ...` line, and each test's outcome: `FAILED` when listed under the
+/// closing `failures:` block, else `ok` (log lines can sit between a test's name and outcome).
+pub fn test_summary(tests: &str) -> (Option<String>, Vec<(String, String)>) {
+    let result = tests
+        .lines()
+        .find_map(|l| l.strip_prefix("test result: "))
+        .map(str::to_owned);
+    let failed: Vec<&str> = tests
+        .lines()
+        .filter_map(|l| l.strip_prefix("    "))
+        .map(str::trim)
+        .collect();
+    let each = tests
+        .lines()
+        .filter_map(|l| l.strip_prefix("test ")?.split_once(" ..."))
+        .map(|(name, _)| {
+            let outcome = if failed.contains(&name) {
+                "FAILED"
+            } else {
+                "ok"
+            };
+            (name.to_owned(), outcome.to_owned())
+        })
+        .collect();
+    (result, each)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONSOLE: &str = "[ 1.0] noise\n@@VMTEST begin check\nwbscope 0.1.0 on kernel 6.1\n\
+        block: x (io_start_time_ns is not usable here)\n\
+        PROBE  HOOK  STATUS\nwriteback_queue  tracepoint writeback/writeback_queue  attached\n\
+        block_io_start  tp_btf block_io_start  skipped: no tracepoint block/block_io_start\n\
+        \n35 of 36 probes attach on this kernel\n@@VMTEST end check rc=0\n\
+        @@VMTEST begin tests\ntest block::a ... ok\ntest sync_calls::b ... FAILED\n\
+        failures:\n    sync_calls::b\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored\n@@VMTEST end tests rc=101\n";
+
+    #[test]
+    fn reads_framed_sections_and_summaries() {
+        let check = section(CONSOLE, "check").unwrap();
+        assert_eq!(check.rc, Some(0));
+        assert_eq!(attached(&check.text), Some((35, 36)));
+        assert_eq!(
+            header_notes(&check.text),
+            ["block: x (io_start_time_ns is not usable here)"]
+        );
+        assert_eq!(
+            not_attached(&check.text),
+            [(
+                "block_io_start".to_owned(),
+                "skipped: no tracepoint block/block_io_start".to_owned()
+            )]
+        );
+        let tests = section(CONSOLE, "tests").unwrap();
+        assert_eq!(tests.rc, Some(101));
+        let (result, each) = test_summary(&tests.text);
+        assert_eq!(
+            result.as_deref(),
+            Some("FAILED. 1 passed; 1 failed; 0 ignored")
+        );
+        assert_eq!(
+            each,
+            [
+                ("block::a".to_owned(), "ok".to_owned()),
+                ("sync_calls::b".to_owned(), "FAILED".to_owned())
+            ]
+        );
+        assert!(section(CONSOLE, "absent").is_none());
+        let cut = "@@VMTEST begin tests\ntest x ... ok\n";
+        assert_eq!(section(cut, "tests").unwrap().rc, None);
+    }
+}
