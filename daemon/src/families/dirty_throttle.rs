@@ -8,7 +8,7 @@ use probe_common::{
 };
 use prometheus::core::Collector;
 
-use super::{CollectorContext, Family, KernelInfo};
+use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
     kernel::{
         constants::{Hz, kernel_hz},
@@ -73,11 +73,7 @@ impl Family for DirtyThrottle {
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
-        match &self.format {
-            Some(Ok(_)) => None,
-            Some(Err(why)) => Some(why.clone()),
-            None => Some("layout not resolved".into()),
-        }
+        gap_of(&self.format)
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {

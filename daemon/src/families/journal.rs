@@ -5,7 +5,7 @@ use aya::{Ebpf, EbpfLoader};
 use probe_common::journal::{JOURNAL_FMT, JournalFormat, JournalKey, JournalKind};
 use prometheus::core::Collector;
 
-use super::{CollectorContext, Family, KernelInfo};
+use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
     kernel::{devices, layout::field_offset, mounts},
     metrics::hist_collector::Log2HistCollector,
@@ -59,14 +59,6 @@ fn pair_offsets(
         }
     }
     first.ok_or_else(|| "no events".into())
-}
-
-fn gap_of(part: &Option<Result<(u32, u32), String>>) -> Option<String> {
-    match part {
-        Some(Ok(_)) => None,
-        Some(Err(why)) => Some(why.clone()),
-        None => Some("layout not resolved".into()),
-    }
 }
 
 impl Family for Journal {

@@ -29,6 +29,18 @@ pub struct CollectorContext {
     pub stalls: crate::stalls::StallShared,
 }
 
+/// A layout part a family resolves: `None` before `resolve`, else the part or why it is missing.
+pub type Part<T> = Option<Result<T, String>>;
+
+/// Why a probe needing `part` cannot work, if it cannot (for [`Family::gap`]).
+pub fn gap_of<T>(part: &Part<T>) -> Option<String> {
+    match part {
+        Some(Ok(_)) => None,
+        Some(Err(why)) => Some(why.clone()),
+        None => Some("layout not resolved".into()),
+    }
+}
+
 /// One family of probes and metrics.
 pub trait Family: Send {
     /// Short name for logs and `wbscope check`.

@@ -18,7 +18,7 @@ use prometheus::{
     proto::MetricFamily,
 };
 
-use super::{CollectorContext, Family, KernelInfo, writeback::sync_mode_label};
+use super::{CollectorContext, Family, KernelInfo, gap_of, writeback::sync_mode_label};
 use crate::{
     kernel::{
         devices,
@@ -137,14 +137,6 @@ fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
         pg_head: 0,
         resolved: 1,
     })
-}
-
-fn gap_of<T>(part: &Option<Result<T, String>>) -> Option<String> {
-    match part {
-        Some(Ok(_)) => None,
-        Some(Err(why)) => Some(why.clone()),
-        None => Some("layout not resolved".into()),
-    }
 }
 
 impl Family for Submissions {

@@ -16,7 +16,7 @@ use prometheus::{
     proto::MetricFamily,
 };
 
-use super::{CollectorContext, Family, KernelInfo};
+use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
     kernel::{btf::Btf, devices, layout::field_offset},
     metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
@@ -72,11 +72,7 @@ impl Family for WritebackWork {
         if probe.program == "writeback_pages_written" {
             return None;
         }
-        match &self.format {
-            Some(Ok(_)) => None,
-            Some(Err(why)) => Some(why.clone()),
-            None => Some("layout not resolved".into()),
-        }
+        gap_of(&self.format)
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {

@@ -5,7 +5,7 @@ use aya::{Ebpf, EbpfLoader};
 use probe_common::dirty::{FolioWaitLayout, globals};
 use prometheus::core::Collector;
 
-use super::{CollectorContext, Family, KernelInfo};
+use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
     kernel::{btf::Btf, constants::task_uninterruptible, devices, layout::member_offset},
     metrics::hist_collector::{KeyLabels, Log2HistCollector},
@@ -64,11 +64,7 @@ impl Family for WritebackWait {
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
-        match &self.layout {
-            Some(Ok(_)) => None,
-            Some(Err(why)) => Some(why.clone()),
-            None => Some("layout not resolved".into()),
-        }
+        gap_of(&self.layout)
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {

@@ -12,17 +12,7 @@ use crate::kernel::{
     layout::{field_offset, member_offset},
 };
 
-/// A resolved layout part, or why it could not be resolved.
-pub type Part<T> = Option<Result<T, String>>;
-
-/// Why a probe needing `part` cannot work, if it cannot.
-pub fn gap_of<T>(part: &Part<T>) -> Option<String> {
-    match part {
-        Some(Ok(_)) => None,
-        Some(Err(why)) => Some(why.clone()),
-        None => Some("layout not resolved".into()),
-    }
-}
+pub use crate::families::{Part, gap_of};
 
 /// Syscall arguments are recorded as 8-byte longs whatever their C type.
 fn long(n: u32) -> bool {
