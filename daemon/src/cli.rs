@@ -52,4 +52,8 @@ pub enum Command {
     /// Live view of writeback per device, the processes waiting on it and the latest stalls
     /// (from the local daemon, else with probes of its own).
     Top(crate::top::TopArgs),
+    /// Attach an empty program to every hook wbscope uses, until SIGINT or SIGTERM: the
+    /// benchmark's per-hook floor (`cargo xtask bench`).
+    #[command(hide = true)]
+    BenchFloor,
 }

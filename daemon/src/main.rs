@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Some(Command::Top(args)) => wbscope::top::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),
+        Some(Command::BenchFloor) => bench_floor(&cli.run),
     };
     match result {
         Ok(code) => code,
@@ -85,6 +86,31 @@ fn check(args: &RunArgs, verbose: bool, metrics: bool) -> anyhow::Result<ExitCod
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn bench_floor(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args)?;
+    wbscope::logging::init(config.log_level);
+    wbscope::privileges::require_bpf_privileges()?;
+    let floor = wbscope::probes::floor::attach_floor(&config.disabled_probes)?;
+    for (hook, result) in &floor.hooks {
+        match result {
+            Ok(id) => println!("{hook}: attached as program {id}"),
+            Err(why) => println!("{hook}: FAILED: {why}"),
+        }
+    }
+    println!(
+        "{} of {} hooks have an empty program; SIGINT or SIGTERM detaches them",
+        floor.attached(),
+        floor.hooks.len()
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(shutdown_signal());
+    drop(floor);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Resolves on SIGINT or SIGTERM.

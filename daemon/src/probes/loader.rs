@@ -119,7 +119,7 @@ pub fn load_and_attach(
 }
 
 /// Why the hook itself is missing on this kernel, if it is.
-fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
+pub(super) fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
     match spec.hook {
         Hook::Tracepoint { category, event } => (!kernel.tracefs.event_exists(category, event))
             .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
@@ -137,7 +137,7 @@ fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
 
 /// The name under which this kernel's BTF has the event (`btf_trace_<name>`): `event`, else
 /// `older`.
-fn btf_event(
+pub(super) fn btf_event(
     btf: &crate::kernel::btf::Btf,
     event: &'static str,
     older: Option<&'static str>,

@@ -2,6 +2,7 @@
 
 pub mod catalog;
 pub mod detach;
+pub mod floor;
 pub mod loader;
 
 pub use catalog::{Hook, ProbeSpec};

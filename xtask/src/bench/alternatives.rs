@@ -1,7 +1,8 @@
 //! The alternatives measured in the same run: the repository's bpftrace script
 //! (`bench/alternative.bt`: flusher work, block request latency, fsync/fdatasync latency) and
-//! libbpf-tools `biolatency -D -F` (block only). Their programs are found through the fds their
-//! process holds, and their cost read with `bpftool` while `kernel.bpf_stats_enabled=1`.
+//! libbpf-tools `biolatency -D -F` (block only); and the floor, `wbscope bench-floor`: an empty
+//! program on every hook wbscope uses. Their programs are found through the fds their process
+//! holds, and their cost read with `bpftool` while `kernel.bpf_stats_enabled=1`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -26,27 +27,39 @@ const SETTLE: Duration = Duration::from_millis(1500);
 /// A tool to compare wbscope with.
 #[derive(Debug, Clone, Copy)]
 pub enum Alternative {
+    /// Empty programs on wbscope's hooks: what any program there costs on this host.
+    Floor,
     Bpftrace,
     Biolatency,
 }
 
 impl Alternative {
-    pub const ALL: [Alternative; 2] = [Alternative::Bpftrace, Alternative::Biolatency];
+    pub const ALL: [Alternative; 3] = [
+        Alternative::Floor,
+        Alternative::Bpftrace,
+        Alternative::Biolatency,
+    ];
 
     /// The tool column of the report.
     pub fn name(self) -> &'static str {
         match self {
+            Alternative::Floor => "floor",
             Alternative::Bpftrace => "bpftrace",
             Alternative::Biolatency => "biolatency",
         }
     }
 
     /// How to run it, as a user would (the installed package's program).
-    fn command(self, root: &Path) -> Command {
+    fn command(self, ctx: &Ctx) -> Command {
         match self {
+            Alternative::Floor => {
+                let mut cmd = Command::new(&ctx.binary);
+                cmd.arg("bench-floor");
+                cmd
+            }
             Alternative::Bpftrace => {
                 let mut cmd = Command::new("bpftrace");
-                cmd.arg(root.join("bench/alternative.bt"));
+                cmd.arg(ctx.root.join("bench/alternative.bt"));
                 cmd
             }
             // libbpf-tools' biolatency, per disk (-D) and per I/O flags (-F); it prints its
@@ -75,7 +88,7 @@ impl Running {
         let log =
             File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let child = alt
-            .command(&ctx.root)
+            .command(ctx)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -87,6 +100,14 @@ impl Running {
             hooks: BTreeMap::new(),
         };
         running.wait_attached(alt, &log_path)?;
+        if let Alternative::Floor = alt {
+            // aya attaches classic tracepoints through BPF links, which bpftool's perf listing
+            // does not show; bench-floor prints each hook's program id instead.
+            let log = std::fs::read_to_string(&log_path)
+                .with_context(|| format!("reading {}", log_path.display()))?;
+            running.hooks = floor_hooks(&log);
+            return Ok(running);
+        }
         running.hooks = bpfstats::attachments()?
             .into_iter()
             .filter(|a| running.ids.contains(&a.prog_id) && !a.tracepoint.is_empty())
@@ -161,6 +182,17 @@ impl Drop for Running {
     }
 }
 
+/// Program id → hook name (as bpftool names attachments) from bench-floor's
+/// `<hook as check prints it>: attached as program <id>` lines.
+fn floor_hooks(log: &str) -> BTreeMap<u32, String> {
+    log.lines()
+        .filter_map(|line| {
+            let (hook, id) = line.split_once(": attached as program ")?;
+            Some((id.trim().parse().ok()?, super::floor::floor_key(hook)?))
+        })
+        .collect()
+}
+
 /// Both workloads under `alt`, with BPF run-time stats on only while a workload runs.
 pub fn measure(alt: Alternative, ctx: &Ctx) -> Result<Vec<Cost>> {
     interrupt::check()?;
@@ -178,4 +210,21 @@ pub fn measure(alt: Alternative, ctx: &Ctx) -> Result<Vec<Cost>> {
         })?);
     }
     Ok(costs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_hooks_from_bench_floor_output() {
+        let log = "tracepoint syscalls/sys_enter_fsync: attached as program 12\n\
+                   tp_btf io_uring_submit_req (or io_uring_submit_sqe): attached as program 13\n\
+                   tp_btf block_rq_issue: FAILED: no\n\
+                   2 of 3 hooks have an empty program\n";
+        let hooks = floor_hooks(log);
+        assert_eq!(hooks.len(), 2);
+        assert_eq!(hooks[&12], "sys_enter_fsync");
+        assert_eq!(hooks[&13], "io_uring_submit_req (tp_btf)");
+    }
 }

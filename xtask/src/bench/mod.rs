@@ -9,6 +9,7 @@ mod bpfstats;
 mod cost;
 mod daemon;
 mod daemon_cost;
+mod floor;
 mod interrupt;
 mod plan;
 mod procfs;
@@ -173,6 +174,7 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
     }
     sections.push(cost::per_op_section(&costs));
     sections.push(cost::programs_section(&costs));
+    sections.push(floor::section(&costs, probes));
 
     let mut ab_results = Vec::new();
     for w in Workload::ALL {
@@ -199,6 +201,7 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
         costs: &costs,
         ab: &ab_results,
         daemon: own_cost.as_ref().ok(),
+        probes,
     };
     report.sections.push(targets::section(&inputs));
     report.sections.extend(sections);
@@ -221,13 +224,17 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
     .iter()
     .map(|r| format!("targets/{r}"))
     .collect();
-    for tool in ["wbscope", "bpftrace", "biolatency"] {
+    for tool in ["wbscope", "floor", "bpftrace", "biolatency"] {
         for w in Workload::ALL {
             rows.push(format!("per-op/{tool}/{}", w.key()));
         }
     }
     for p in probes.iter().filter(|p| p.attached) {
         rows.push(format!("programs/wbscope/{}", p.name));
+        rows.push(format!("floor/{}", p.name));
+    }
+    for w in Workload::ALL {
+        rows.push(format!("floor/per-op/{}", w.key()));
     }
     for r in ["throughput", "fsync-p99"] {
         rows.push(format!("ab/fio/{r}"));

@@ -1,0 +1,134 @@
+//! `wbscope bench-floor`: an empty program on every hook the daemon would attach to, for the
+//! benchmark.
+//!
+//! A BPF program's cost per event has a part no program can remove: the kernel's dispatch, the
+//! run-time statistics the benchmark turns on, and, for classic tracepoints, the trace record the
+//! kernel builds before the program runs. Attaching an empty program to the same hooks, in the
+//! same run, measures that floor, so the benchmark can tell wbscope's own work from the host's
+//! fixed cost per hook.
+
+use aya::{
+    Btf as AyaBtf, Ebpf,
+    programs::{BtfTracePoint, TracePoint},
+};
+
+use super::{
+    catalog::{Hook, ProbeSpec},
+    loader::{btf_event, error_chain, hook_gap},
+};
+use crate::{
+    families::{self, Family},
+    kernel::KernelInfo,
+};
+
+/// The empty programs (`probe-ebpf/src/bin/floor.rs`), embedded like the probes.
+static FLOOR_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/wbscope-floor"));
+
+/// Why the floor could not be set up at all.
+#[derive(Debug, thiserror::Error)]
+pub enum FloorError {
+    #[error(transparent)]
+    Tracefs(#[from] crate::kernel::tracefs::TracefsError),
+}
+
+/// The attached floor programs (detached when dropped) and what happened per hook.
+pub struct Floor {
+    /// One object per hook: run-time statistics are per program, and a loaded program has one
+    /// attach target.
+    _objects: Vec<Ebpf>,
+    /// The hook as `wbscope check` names it, and the id of its floor program or why none runs
+    /// there.
+    pub hooks: Vec<(String, Result<u32, String>)>,
+}
+
+impl Floor {
+    /// Number of hooks with a floor program attached.
+    pub fn attached(&self) -> usize {
+        self.hooks.iter().filter(|(_, r)| r.is_ok()).count()
+    }
+}
+
+/// Attaches an empty program to the hook of every probe the daemon would attach on this kernel
+/// (not disabled, hook and layout present), once per hook.
+pub fn attach_floor(disabled: &[String]) -> Result<Floor, FloorError> {
+    let kernel = KernelInfo::discover()?;
+    let mut families = families::all();
+    for family in &mut families {
+        family.resolve(&kernel);
+    }
+    let aya_btf = AyaBtf::from_sys_fs().map_err(|e| error_chain(&e));
+    let mut seen = Vec::new();
+    let mut floor = Floor {
+        _objects: Vec::new(),
+        hooks: Vec::new(),
+    };
+    for family in &families {
+        for spec in family.probes() {
+            if !would_attach(spec, family.as_ref(), &kernel, disabled) || seen.contains(&spec.hook)
+            {
+                continue;
+            }
+            seen.push(spec.hook);
+            let name = spec.hook_name();
+            match attach_one(spec, &kernel, &aya_btf) {
+                Ok((ebpf, id)) => {
+                    floor._objects.push(ebpf);
+                    floor.hooks.push((name, Ok(id)));
+                }
+                Err(why) => floor.hooks.push((name, Err(why))),
+            }
+        }
+    }
+    Ok(floor)
+}
+
+/// The loader's own rules: not disabled, and neither the hook nor the family's layout missing.
+fn would_attach(
+    spec: &ProbeSpec,
+    family: &dyn Family,
+    kernel: &KernelInfo,
+    disabled: &[String],
+) -> bool {
+    !disabled
+        .iter()
+        .any(|d| d == spec.program || d == family.name())
+        && hook_gap(spec, kernel).is_none()
+        && family.gap(spec).is_none()
+}
+
+fn attach_one(
+    spec: &ProbeSpec,
+    kernel: &KernelInfo,
+    aya_btf: &Result<AyaBtf, String>,
+) -> Result<(Ebpf, u32), String> {
+    let mut ebpf = Ebpf::load(FLOOR_OBJECT).map_err(|e| error_chain(&e))?;
+    let id = match spec.hook {
+        Hook::Tracepoint { category, event } => {
+            let program = ebpf
+                .program_mut("floor_tracepoint")
+                .ok_or("floor_tracepoint is missing from the floor object")?;
+            let tp: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            tp.load().map_err(|e| error_chain(&e))?;
+            tp.attach(category, event).map_err(|e| error_chain(&e))?;
+            tp.info().map_err(|e| error_chain(&e))?.id()
+        }
+        Hook::BtfTracepoint { event, older } => {
+            let event = match &kernel.btf {
+                Ok(btf) => btf_event(btf, event, older).unwrap_or(event),
+                Err(_) => event,
+            };
+            let btf = aya_btf
+                .as_ref()
+                .map_err(|why| format!("kernel BTF for aya: {why}"))?;
+            let program = ebpf
+                .program_mut("floor_btf")
+                .ok_or("floor_btf is missing from the floor object")?;
+            let tp: &mut BtfTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            tp.load(event, btf).map_err(|e| error_chain(&e))?;
+            tp.attach().map_err(|e| error_chain(&e))?;
+            tp.info().map_err(|e| error_chain(&e))?.id()
+        }
+    };
+    Ok((ebpf, id))
+}
