@@ -15,7 +15,8 @@
 //!   run-queue delay after the wake-up, which the waiter suffers too).
 //!
 //! sched_switch is the hottest hook there is, so it exits after one read of a global counter of
-//! pending entries while no wait is pending. Kernels before 5.18 have no `prev_state` argument:
+//! pending entries while no wait is pending, and otherwise looks a thread up in the hash only if
+//! a per-bucket counter says it may have an entry. Kernels before 5.18 have no `prev_state` argument:
 //! the verifier then refuses the program and the probe is reported as failed.
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
@@ -73,6 +74,16 @@ static FOLIO_WAITS: HashMap<u32, PendingWait> = HashMap::with_max_entries(16384,
 #[map]
 static FOLIO_WAITS_PENDING: Array<u64> = Array::with_max_entries(1, 0);
 
+/// Number of buckets in [`FOLIO_WAIT_BUCKETS`]; a power of two, so a thread's bucket is a mask.
+const BUCKETS: u32 = 4096;
+
+/// Entries of [`FOLIO_WAITS`] by thread-id bucket (`tid % BUCKETS`), updated atomically with the
+/// pending counter. Under an fsync-heavy load some wait is pending most of the time, so
+/// sched_switch would otherwise look up both threads of every switch in the hash; an array
+/// element (inlined by the verifier into a plain load) rules out almost all of them first.
+#[map]
+static FOLIO_WAIT_BUCKETS: Array<u64> = Array::with_max_entries(BUCKETS, 0);
+
 /// Wait-duration histograms by kernel dev_t. Feeds `wbscope_writeback_wait_duration_seconds`.
 #[map]
 static WRITEBACK_WAIT: PerCpuHashMap<u32, Log2Hist> = PerCpuHashMap::with_max_entries(1024, 0);
@@ -113,22 +124,41 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// Adds `delta` to an array element with the BPF atomic add.
 #[inline(always)]
-fn pending_add(delta: u64) {
+fn atomic_add(ptr: *mut u64, delta: u64) {
+    // The BPF target has atomic add but no compare-and-swap, so core's AtomicU64 offers no
+    // fetch_add there; the intrinsic compiles to the BPF atomic add instruction.
+    // SAFETY: `ptr` is an array map element, 8-byte aligned and valid for the map's lifetime;
+    // every update of these counters goes through this atomic add.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
+}
+
+/// Keeps the pending counter and `tid`'s bucket in step with the map (`delta` is 1 or wrapping
+/// −1).
+#[inline(always)]
+fn count(tid: u32, delta: u64) {
     if let Some(ptr) = FOLIO_WAITS_PENDING.get_ptr_mut(0) {
-        // The BPF target has atomic add but no compare-and-swap, so core's AtomicU64 offers no
-        // fetch_add there; the intrinsic compiles to the BPF atomic add instruction.
-        // SAFETY: the pointer is the array's only element, 8-byte aligned and valid for the
-        // map's lifetime; every update goes through this atomic add.
-        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
+        atomic_add(ptr, delta);
+    }
+    if let Some(ptr) = FOLIO_WAIT_BUCKETS.get_ptr_mut(tid & (BUCKETS - 1)) {
+        atomic_add(ptr, delta);
     }
 }
 
-/// Removes `tid`'s entry and keeps the pending counter in step with the map.
+/// Whether `tid` may have an entry: false only if none of its bucket's threads has one.
+#[inline(always)]
+fn may_wait(tid: u32) -> bool {
+    FOLIO_WAIT_BUCKETS
+        .get(tid & (BUCKETS - 1))
+        .is_some_and(|n| *n != 0)
+}
+
+/// Removes `tid`'s entry and keeps the counters in step with the map.
 #[inline(always)]
 fn forget(tid: u32) {
     if FOLIO_WAITS.remove(&tid).is_ok() {
-        pending_add(u64::MAX); // wrapping −1
+        count(tid, u64::MAX); // wrapping −1
     }
 }
 
@@ -163,7 +193,7 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         sleeping: 0,
     };
     if FOLIO_WAITS.insert(&tid, &wait, BPF_NOEXIST).is_ok() {
-        pending_add(1);
+        count(tid, 1);
     } else if let Some(existing) = FOLIO_WAITS.get_ptr_mut(&tid) {
         // A not-yet-slept entry of this thread (e.g. it was preempted): this wait replaces it.
         // SAFETY: map value pointer, valid for this program run; only this thread's own
@@ -181,17 +211,18 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let l = FOLIO_WAIT_LAYOUT.load();
     let prev = arg_u64(ctx, 1)?;
-    let next = arg_u64(ctx, 2)?;
-    let prev_state = arg_u64(ctx, 3)? as u32;
-    let t = now();
     let prev_tid: u32 = read(prev + l.task_pid as u64)?;
-    if let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid) {
+    // A switch-out in any state other than running (a preemption) may be the wait's sleep.
+    if may_wait(prev_tid)
+        && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
+    {
+        let prev_state = arg_u64(ctx, 3)? as u32;
         // SAFETY: map value pointer, valid for this program run.
         let wait = unsafe { &mut *wait };
         if prev_state != 0 {
             let slept_for_it = prev_state & l.task_uninterruptible != 0
                 && wait.sleeping == 0
-                && t.saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
+                && now().saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
             if slept_for_it {
                 wait.sleeping = 1;
             } else {
@@ -199,7 +230,12 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
             }
         }
     }
+    let next = arg_u64(ctx, 2)?;
     let next_tid: u32 = read(next + l.task_pid as u64)?;
+    if !may_wait(next_tid) {
+        return None;
+    }
+    let t = now();
     let wait_ptr = FOLIO_WAITS.get_ptr_mut(&next_tid)?;
     // SAFETY: map value pointer, valid for this program run.
     let wait = unsafe { &mut *wait_ptr };
