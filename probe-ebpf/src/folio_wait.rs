@@ -118,6 +118,17 @@ fn arg_u64(ctx: &BtfTracePointContext, n: usize) -> Option<u64> {
     read::<u64>(ctx.as_ptr() as u64 + (n as u64) * 8)
 }
 
+/// A `u32` member of a task that sched_switch was given, as a direct load: the verifier checks
+/// the (load-time constant) offset against task_struct's BTF, which costs no helper call, unlike
+/// `bpf_probe_read_kernel`, on the hottest hook there is.
+#[inline(always)]
+fn task_field_u32(task: u64, offset: u32) -> u32 {
+    // SAFETY: `task` is a BTF-typed `struct task_struct *` argument of sched_switch, valid for
+    // this program run; `offset` is a u32 member's offset from BTF. A bad offset is refused by
+    // the verifier at load time, and a faulting load reads 0 instead of crashing.
+    unsafe { core::ptr::read_volatile((task + offset as u64) as *const u32) }
+}
+
 #[inline(always)]
 fn now() -> u64 {
     // SAFETY: bpf_ktime_get_ns has no preconditions.
@@ -210,13 +221,13 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
         return None;
     }
     let l = FOLIO_WAIT_LAYOUT.load();
-    let prev = arg_u64(ctx, 1)?;
-    let prev_tid: u32 = read(prev + l.task_pid as u64)?;
+    let prev = ctx.arg::<u64>(1);
+    let prev_tid = task_field_u32(prev, l.task_pid);
     // A switch-out in any state other than running (a preemption) may be the wait's sleep.
     if may_wait(prev_tid)
         && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
     {
-        let prev_state = arg_u64(ctx, 3)? as u32;
+        let prev_state = ctx.arg::<u64>(3) as u32;
         // SAFETY: map value pointer, valid for this program run.
         let wait = unsafe { &mut *wait };
         if prev_state != 0 {
@@ -230,8 +241,8 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
             }
         }
     }
-    let next = arg_u64(ctx, 2)?;
-    let next_tid: u32 = read(next + l.task_pid as u64)?;
+    let next = ctx.arg::<u64>(2);
+    let next_tid = task_field_u32(next, l.task_pid);
     if !may_wait(next_tid) {
         return None;
     }
