@@ -49,6 +49,37 @@ pub fn floor_per_op(costs: &[Cost], workload: Workload) -> Option<f64> {
     cost(costs, "floor", workload).map(Cost::per_op_ns)
 }
 
+/// The event a tool's program key names: `block_rq_issue (tp_btf)` → `block_rq_issue`.
+fn event_of(key: &str) -> &str {
+    key.split([' ', '#']).next().unwrap_or(key)
+}
+
+/// wbscope's BPF time per fio operation counting only its programs on the events `tool`'s
+/// programs also hook (classic or BTF flavour alike): the like-for-like comparison, since
+/// wbscope hooks many events the alternatives do not.
+pub fn same_hooks_per_op(costs: &[Cost], probes: &[Probe], tool: &str) -> Option<f64> {
+    let theirs = cost(costs, tool, Workload::Fio)?;
+    let ours = cost(costs, "wbscope", Workload::Fio)?;
+    let events: Vec<&str> = theirs
+        .programs
+        .iter()
+        .map(|p| event_of(&p.program))
+        .collect();
+    let ns: u64 = ours
+        .programs
+        .iter()
+        .filter(|p| {
+            probes
+                .iter()
+                .find(|probe| probe.name == p.program)
+                .and_then(|probe| floor_key(&probe.hook))
+                .is_some_and(|key| events.contains(&event_of(&key)))
+        })
+        .map(|p| p.delta.run_ns)
+        .sum();
+    Some(ns as f64 / ours.ops.max(1.0))
+}
+
 fn cell(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |ns| format!("{ns:.0}"))
 }
@@ -125,5 +156,8 @@ mod tests {
             Some("sys_enter_fsync")
         );
         assert_eq!(floor_key("kprobe x"), None);
+        assert_eq!(event_of("block_rq_issue (tp_btf)"), "block_rq_issue");
+        assert_eq!(event_of("floor_tracepoint#12"), "floor_tracepoint");
+        assert_eq!(event_of("sys_exit_fsync"), "sys_exit_fsync");
     }
 }

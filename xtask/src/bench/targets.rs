@@ -5,7 +5,7 @@ use super::ab::Pairs;
 use super::cost::Cost;
 use super::daemon::Probe;
 use super::daemon_cost::DaemonCost;
-use super::floor::{floor_ns_for, floor_per_op};
+use super::floor::{floor_ns_for, floor_per_op, same_hooks_per_op};
 use super::report::Section;
 use super::stats::{fmt_mib, fmt_ns, median, min_max, percentile, ratio, sign_test_p};
 use super::workloads::Workload;
@@ -116,7 +116,15 @@ pub fn section(i: &Inputs) -> Section {
                 target.into(),
                 r.map_or_else(
                     || "not measured".into(),
-                    |r| format!("{alt} / wbscope = {r:.2}"),
+                    |r| {
+                        let same = fio_cost(i.costs, alt).and_then(|a| {
+                            ratio(a.per_op_ns(), same_hooks_per_op(i.costs, i.probes, alt)?)
+                        });
+                        let same = same.map_or_else(String::new, |s| {
+                            format!("; on the events {alt} hooks too: {s:.2}")
+                        });
+                        format!("{alt} / wbscope = {r:.2}{same}")
+                    },
                 ),
                 met(ok),
             ],
