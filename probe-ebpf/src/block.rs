@@ -141,7 +141,7 @@ impl<const N: usize> Filled<'_, N> {
     #[inline(always)]
     fn u64_at(&self, off: u32) -> Option<u64> {
         let i = (off / 8) as usize;
-        if off % 8 == 0 && i < N {
+        if off.is_multiple_of(8) && i < N {
             Some(self.words[i])
         } else {
             read(self.base + off as u64)
@@ -152,7 +152,7 @@ impl<const N: usize> Filled<'_, N> {
     #[inline(always)]
     fn u32_at(&self, off: u32) -> Option<u32> {
         let i = (off / 8) as usize;
-        if off % 4 == 0 && i < N {
+        if off.is_multiple_of(4) && i < N {
             Some(half(self.words[i], off))
         } else {
             read(self.base + off as u64)
@@ -203,7 +203,7 @@ fn rq_fields(rq: u64, start: bool, io_start: bool) -> Option<RqFields> {
 /// The 4-byte-aligned field at byte `off` (taken modulo 8) of a native-endian word.
 #[inline(always)]
 fn half(word: u64, off: u32) -> u32 {
-    let high = (off % 8 != 0) == cfg!(target_endian = "little");
+    let high = !off.is_multiple_of(8) == cfg!(target_endian = "little");
     (if high { word >> 32 } else { word }) as u32
 }
 
@@ -410,8 +410,8 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let bio = arg(ctx, layout!(bio_queue_arg));
     let (opf_off, bdev_off) = (layout!(bio_bi_opf), layout!(bio_bi_bdev));
-    let (opf, bdev) = if opf_off % 4 == 0
-        && bdev_off % 8 == 0
+    let (opf, bdev) = if opf_off.is_multiple_of(4)
+        && bdev_off.is_multiple_of(8)
         && (opf_off / 8) < BIO_WORDS as u32
         && (bdev_off / 8) < BIO_WORDS as u32
     {
