@@ -2,7 +2,7 @@
 //! table (label names in a fixed order; the bit each one stands for comes from the running
 //! kernel's BTF `enum req_flag_bits`).
 
-use crate::user_pod;
+use crate::{hist::Log2Hist, user_pod};
 
 /// Name of the load-time global holding [`BlockLayout`].
 pub const BLOCK_LAYOUT_GLOBAL: &str = "BLOCK_LAYOUT";
@@ -185,7 +185,39 @@ impl BioCounts {
     }
 }
 
-user_pod!(BlockLayout, BlockKey, RqCounts, BioCounts);
+/// Everything the request probes keep per [`BlockKey`], in one per-CPU map value so that issue
+/// and completion each do a single map lookup.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RqStats {
+    pub counts: RqCounts,
+    /// Allocation → issue latency. Keyed by (dev, op, sync) like the rest of the value; the
+    /// metric has no `sync` label, so the daemon sums the two.
+    pub queue: Log2Hist,
+    /// Issue → complete latency.
+    pub latency: Log2Hist,
+}
+const _: () = assert!(
+    core::mem::size_of::<RqStats>()
+        == core::mem::size_of::<RqCounts>() + 2 * core::mem::size_of::<Log2Hist>()
+);
+
+impl RqStats {
+    pub const ZERO: RqStats = RqStats {
+        counts: RqCounts::ZERO,
+        queue: Log2Hist::ZERO,
+        latency: Log2Hist::ZERO,
+    };
+
+    /// Adds another CPU's value into this one.
+    pub fn merge(&mut self, other: &RqStats) {
+        self.counts.merge(&other.counts);
+        self.queue.merge(&other.queue);
+        self.latency.merge(&other.latency);
+    }
+}
+
+user_pod!(BlockLayout, BlockKey, RqCounts, BioCounts, RqStats);
 
 #[cfg(test)]
 mod tests {

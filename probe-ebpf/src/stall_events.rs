@@ -20,7 +20,6 @@
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
-    Global,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
     },
@@ -34,18 +33,36 @@ use probe_common::{
 
 use crate::fd_dev::read;
 
-/// Offsets from BTF, resolved by the daemon.
+/// Offsets from BTF, resolved by the daemon. A plain static rather than an `aya_ebpf::Global`
+/// so that the block hooks, which run on every request, can read the two fields they need (see
+/// [`stall_layout!`]) instead of copying the whole struct.
 // `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
-pub static STALL_LAYOUT: Global<StallLayout> = Global::new(StallLayout {
+static STALL_LAYOUT: StallLayout = StallLayout {
     inode_i_ino: 0,
     op_flush: 0,
     task_comm: 0,
     task_tgid: 0,
     resolved: 0,
     _reserved: 0,
-});
+};
+
+/// One field of [`STALL_LAYOUT`].
+macro_rules! stall_layout {
+    ($field:ident) => {
+        // SAFETY: a read of a field of an initialised static. Volatile, so that LLVM does not
+        // fold in the compile-time value the daemon replaces at load time.
+        unsafe { core::ptr::read_volatile(&raw const STALL_LAYOUT.$field) }
+    };
+}
+
+/// The whole of [`STALL_LAYOUT`], for the probes that need several fields.
+#[inline(always)]
+fn stall_layout() -> StallLayout {
+    // SAFETY: as in `stall_layout!`.
+    unsafe { core::ptr::read_volatile(&raw const STALL_LAYOUT) }
+}
 
 /// The stall events. Read by the daemon's flight recorder (or `wbscope trace`).
 #[map]
@@ -92,7 +109,7 @@ fn threshold() -> Option<u64> {
 /// The inode number at kernel address `inode`, or 0.
 #[inline(always)]
 pub fn ino_of(inode: u64) -> u64 {
-    let l = STALL_LAYOUT.load();
+    let l = stall_layout();
     if l.resolved == 0 {
         return 0;
     }
@@ -222,7 +239,7 @@ pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
     if ns < limit {
         return;
     }
-    let l = STALL_LAYOUT.load();
+    let l = stall_layout();
     let mut ev = base(StallKind::WritebackWait as u32, dev, start_ns, ns);
     ev.pid = tid;
     if l.resolved != 0 {
@@ -272,8 +289,7 @@ pub fn journal_end(dev: u32, start_ns: u64, t: u64) {
 /// A block request of `op` was issued on `dev`.
 #[inline(always)]
 pub fn block_issued(dev: u32, op: u32, t: u64) {
-    let l = STALL_LAYOUT.load();
-    if l.resolved == 0 || op != l.op_flush {
+    if op != stall_layout!(op_flush) || stall_layout!(resolved) == 0 {
         return;
     }
     if let Some(b) = busy(dev) {
@@ -308,9 +324,8 @@ fn inflight(b: *mut DevBusy) -> u64 {
 /// A block request of `op` on `dev`, issued at `issued`, completed at `t`.
 #[inline(always)]
 pub fn block_completed(dev: u32, op: u32, issued: u64, t: u64) {
-    let l = STALL_LAYOUT.load();
-    if l.resolved != 0
-        && op == l.op_flush
+    if op == stall_layout!(op_flush)
+        && stall_layout!(resolved) != 0
         && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
     {
         add(b, u64::MAX); // wrapping −1

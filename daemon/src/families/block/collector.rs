@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use aya::maps::{MapData, PerCpuHashMap};
 use probe_common::{
-    block::{BioCounts, BlockKey, FLAGS, RqCounts},
+    block::{BioCounts, BlockKey, FLAGS, RqCounts, RqStats},
     hist::Log2Hist,
 };
 use prometheus::{
@@ -21,10 +21,8 @@ use crate::{
 };
 
 /// Map names in the eBPF object.
-pub const RQ_COUNTS: &str = "BLOCK_RQ_COUNTS";
+pub const RQ_STATS: &str = "BLOCK_RQ_STATS";
 pub const BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
-pub const RQ_LATENCY: &str = "BLOCK_RQ_LATENCY";
-pub const QUEUE_LATENCY: &str = "BLOCK_QUEUE_LATENCY";
 
 const REQUESTS: &str = "wbscope_block_requests_total";
 const BYTES: &str = "wbscope_block_request_bytes_total";
@@ -65,10 +63,8 @@ const FAMILIES: &[(&str, &str)] = &[
 
 /// The family's maps; `None` when missing from the object (counted as a read error).
 pub struct Maps {
-    pub rq_counts: Option<PerCpuHashMap<MapData, BlockKey, RqCounts>>,
+    pub rq_stats: Option<PerCpuHashMap<MapData, BlockKey, RqStats>>,
     pub bio_counts: Option<PerCpuHashMap<MapData, BlockKey, BioCounts>>,
-    pub rq_latency: Option<PerCpuHashMap<MapData, BlockKey, Log2Hist>>,
-    pub queue_latency: Option<PerCpuHashMap<MapData, BlockKey, Log2Hist>>,
 }
 
 /// Everything read from the maps in one scrape, CPUs already summed.
@@ -100,42 +96,46 @@ impl BlockCollector {
 
     fn read(&self) -> Snapshot {
         let e = &self.errors;
-        let hist = |acc: &mut Log2Hist, v: &Log2Hist| acc.merge(v);
-        Snapshot {
-            rq_counts: read_per_cpu_hash(
-                RQ_COUNTS,
-                self.maps.rq_counts.as_ref(),
-                e,
-                |acc: &mut RqCounts, v| acc.merge(v),
-                RqCounts::ZERO,
-            )
-            .unwrap_or_default(),
-            bio_counts: read_per_cpu_hash(
-                BIO_COUNTS,
-                self.maps.bio_counts.as_ref(),
-                e,
-                |acc: &mut BioCounts, v| acc.merge(v),
-                BioCounts::ZERO,
-            )
-            .unwrap_or_default(),
-            rq_latency: read_per_cpu_hash(
-                RQ_LATENCY,
-                self.maps.rq_latency.as_ref(),
-                e,
-                hist,
-                Log2Hist::ZERO,
-            )
-            .unwrap_or_default(),
-            queue_latency: read_per_cpu_hash(
-                QUEUE_LATENCY,
-                self.maps.queue_latency.as_ref(),
-                e,
-                hist,
-                Log2Hist::ZERO,
-            )
-            .unwrap_or_default(),
+        let rq_stats = read_per_cpu_hash(
+            RQ_STATS,
+            self.maps.rq_stats.as_ref(),
+            e,
+            |acc: &mut RqStats, v| acc.merge(v),
+            RqStats::ZERO,
+        )
+        .unwrap_or_default();
+        let mut snap = split(rq_stats);
+        snap.bio_counts = read_per_cpu_hash(
+            BIO_COUNTS,
+            self.maps.bio_counts.as_ref(),
+            e,
+            |acc: &mut BioCounts, v| acc.merge(v),
+            BioCounts::ZERO,
+        )
+        .unwrap_or_default();
+        snap
+    }
+}
+
+/// Splits the probes' combined request values into the three series sets. The probes create a
+/// value for the first part they update, so a key's other parts may be empty: only parts that
+/// hold something become series, which keeps every series' meaning (a request count series
+/// exists once a request was issued or failed, a histogram once it holds a value).
+fn split(values: Vec<(BlockKey, RqStats)>) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for (key, v) in values {
+        if v.counts.requests != 0 || v.counts.errors != 0 {
+            snap.rq_counts.push((key, v.counts));
+        }
+        if v.latency.count() != 0 {
+            snap.rq_latency.push((key, v.latency));
+        }
+        if v.queue.count() != 0 {
+            snap.queue_latency
+                .push((BlockKey { sync: 0, ..key }, v.queue));
         }
     }
+    snap
 }
 
 impl Collector for BlockCollector {

@@ -114,10 +114,8 @@ impl Family for Block {
             _ => Default::default(),
         };
         let maps = collector::Maps {
-            rq_counts: take(ebpf, ctx, collector::RQ_COUNTS),
+            rq_stats: take(ebpf, ctx, collector::RQ_STATS),
             bio_counts: take(ebpf, ctx, collector::BIO_COUNTS),
-            rq_latency: take(ebpf, ctx, collector::RQ_LATENCY),
-            queue_latency: take(ebpf, ctx, collector::QUEUE_LATENCY),
         };
         vec![Box::new(collector::BlockCollector::new(
             maps,

@@ -110,3 +110,33 @@ fn empty_maps_give_no_families() {
     let families = build(&Snapshot::default(), &labels(), &|d| d.to_string());
     assert!(families.is_empty());
 }
+
+fn keys<V>(values: &[(BlockKey, V)]) -> Vec<BlockKey> {
+    values.iter().map(|(k, _)| *k).collect()
+}
+
+#[test]
+fn split_exports_only_parts_that_hold_something() {
+    let mut queued = RqStats::ZERO;
+    queued.counts = counts(2, 8192, 0, &[0]);
+    queued.queue.record(3_000);
+    queued.queue.record(5_000);
+    // Created by a completion whose issue was not seen: latency only.
+    let mut completed = RqStats::ZERO;
+    completed.latency.record(50_000);
+    // A failed request whose issue was not seen and whose issue time is unknown.
+    let mut failed = RqStats::ZERO;
+    failed.counts.errors = 1;
+    let snap = split(vec![
+        (key(1, 1), queued),
+        (key(0, 0), completed),
+        (key(2, 0), failed),
+        (key(3, 0), RqStats::ZERO),
+    ]);
+    assert_eq!(keys(&snap.rq_counts), [key(1, 1), key(2, 0)]);
+    assert_eq!(keys(&snap.rq_latency), [key(0, 0)]);
+    // Queue latency has no sync label: its key drops REQ_SYNC.
+    assert_eq!(keys(&snap.queue_latency), [key(1, 0)]);
+    assert_eq!(snap.queue_latency[0].1.count(), 2);
+    assert!(snap.bio_counts.is_empty());
+}
