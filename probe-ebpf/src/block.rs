@@ -15,10 +15,8 @@
 //! flush machinery completing a request a second time (`blk_flush_complete_seq` ends the data
 //! request again after the post-flush) or ending an empty pre-flush that never reached the driver.
 
-use core::mem::MaybeUninit;
-
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    helpers::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
     maps::{LruHashMap, PerCpuHashMap},
     programs::BtfTracePointContext,
@@ -65,14 +63,15 @@ static BLOCK_BIO_COUNTS: PerCpuHashMap<BlockKey, BioCounts> =
 #[map]
 static BLOCK_INFLIGHT: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16384, 0);
 
+/// `*(T *)(base + off)` as a plain load. `base` is a tp_btf argument or a pointer member loaded
+/// from one, so the verifier knows its BTF type: it checks the load-time constant offset against
+/// the struct's members and turns the load into a fault-safe one (a bad address reads 0). No
+/// helper call, which on these hot hooks is most of what a `bpf_probe_read_kernel` costs.
 #[inline(always)]
-fn read<T>(addr: u64) -> Option<T> {
-    if addr == 0 {
-        return None;
-    }
-    // SAFETY: bpf_probe_read_kernel copies from an arbitrary kernel address into a stack value
-    // and returns an error instead of faulting on a bad address.
-    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
+fn load<T>(base: u64, off: u32) -> T {
+    // SAFETY: see above; the verifier refuses the program at load time if `off` is not a
+    // member of `T`'s size in the pointed-to struct, and faults are handled by the kernel.
+    unsafe { core::ptr::read_volatile((base + off as u64) as *const T) }
 }
 
 #[inline(always)]
@@ -81,86 +80,7 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
-/// Words of `struct request` read with one helper call: every field the probes use (on 6.18:
-/// `q` at 0 … `io_start_time_ns` at 112). One 128-byte `bpf_probe_read_kernel` costs about what
-/// a 4-byte one does: the helper call, not the copy, is the cost.
-const RQ_WORDS: usize = 16;
-
-/// Words of `struct request_queue` read at once: `queue_flags` and `disk` (32 and 104 on 6.18).
-const Q_WORDS: usize = 14;
-
-/// Room for the first `N` words of a kernel struct, filled in place by [`Window::fill`] (a
-/// window returned by value would be copied word by word on the BPF stack).
-struct Window<const N: usize> {
-    base: u64,
-    words: MaybeUninit<[u64; N]>,
-}
-
-/// A filled [`Window`]. A field outside it (another kernel's layout) is read on its own; which
-/// case applies is known to the verifier (the offsets are load-time constants), which keeps
-/// only that one.
-struct Filled<'a, const N: usize> {
-    base: u64,
-    words: &'a [u64; N],
-}
-
-impl<const N: usize> Window<N> {
-    #[inline(always)]
-    fn new(base: u64) -> Self {
-        Window {
-            base,
-            words: MaybeUninit::uninit(),
-        }
-    }
-
-    /// Reads the words with one helper call.
-    #[inline(always)]
-    fn fill(&mut self) -> Option<Filled<'_, N>> {
-        if self.base == 0 {
-            return None;
-        }
-        // SAFETY: bpf_probe_read_kernel writes at most `N * 8` bytes into `words` and returns an
-        // error instead of faulting on a bad address.
-        let ret = unsafe {
-            generated::bpf_probe_read_kernel(
-                self.words.as_mut_ptr().cast(),
-                (N * 8) as u32,
-                self.base as *const _,
-            )
-        };
-        (ret == 0).then(|| Filled {
-            base: self.base,
-            // SAFETY: a zero return means all `N * 8` bytes were written.
-            words: unsafe { self.words.assume_init_ref() },
-        })
-    }
-}
-
-impl<const N: usize> Filled<'_, N> {
-    /// The 8-byte field at byte `off`.
-    #[inline(always)]
-    fn u64_at(&self, off: u32) -> Option<u64> {
-        let i = (off / 8) as usize;
-        if off.is_multiple_of(8) && i < N {
-            Some(self.words[i])
-        } else {
-            read(self.base + off as u64)
-        }
-    }
-
-    /// The 4-byte field at byte `off`.
-    #[inline(always)]
-    fn u32_at(&self, off: u32) -> Option<u32> {
-        let i = (off / 8) as usize;
-        if off.is_multiple_of(4) && i < N {
-            Some(half(self.words[i], off))
-        } else {
-            read(self.base + off as u64)
-        }
-    }
-}
-
-/// The request fields the probes use, from one read of its first [`RQ_WORDS`] words.
+/// The request fields the probes use.
 struct RqFields {
     q: u64,
     /// `rq->rq_disk` where [`DISK_IN_REQUEST`], else 0 (the disk is `q->disk`).
@@ -175,36 +95,30 @@ struct RqFields {
 
 #[inline(always)]
 fn rq_fields(rq: u64, start: bool, io_start: bool) -> Option<RqFields> {
+    if rq == 0 {
+        return None;
+    }
     let features = layout!(features);
-    let mut window = Window::<RQ_WORDS>::new(rq);
-    let w = window.fill()?;
     Some(RqFields {
-        q: w.u64_at(layout!(rq_q))?,
+        q: load(rq, layout!(rq_q)),
         disk: if features & DISK_IN_REQUEST != 0 {
-            w.u64_at(layout!(disk))?
+            load(rq, layout!(disk))
         } else {
             0
         },
-        opf: w.u32_at(layout!(rq_cmd_flags))?,
-        data_len: w.u32_at(layout!(rq_data_len))?,
+        opf: load(rq, layout!(rq_cmd_flags)),
+        data_len: load(rq, layout!(rq_data_len)),
         start_ns: if start && features & HAS_START_TIME != 0 {
-            w.u64_at(layout!(rq_start_time_ns)).unwrap_or(0)
+            load(rq, layout!(rq_start_time_ns))
         } else {
             0
         },
         io_start_ns: if io_start && features & HAS_IO_START_TIME != 0 {
-            w.u64_at(layout!(rq_io_start_time_ns)).unwrap_or(0)
+            load(rq, layout!(rq_io_start_time_ns))
         } else {
             0
         },
     })
-}
-
-/// The 4-byte-aligned field at byte `off` (taken modulo 8) of a native-endian word.
-#[inline(always)]
-fn half(word: u64, off: u32) -> u32 {
-    let high = !off.is_multiple_of(8) == cfg!(target_endian = "little");
-    (if high { word >> 32 } else { word }) as u32
 }
 
 /// Argument `n` (0 or 1) as a raw value. The index comes from a load-time global; the verifier
@@ -229,20 +143,14 @@ fn count_flags(counters: &mut [u64; FLAG_COUNT], opf: u32) {
 }
 
 /// The whole-disk device as the classic `block_rq_*` tracepoints report it:
-/// `MKDEV(disk->major, disk->first_minor)`. One read where the two ints share a word (they are
-/// the first two members of `struct gendisk`).
+/// `MKDEV(disk->major, disk->first_minor)`.
 #[inline(always)]
 fn disk_dev(disk: u64) -> Option<u32> {
-    let (major_off, minor_off) = (layout!(disk_major), layout!(disk_first_minor));
-    let (major, minor) = if major_off / 8 == minor_off / 8 {
-        let word: u64 = read(disk + (major_off / 8 * 8) as u64)?;
-        (half(word, major_off), half(word, minor_off))
-    } else {
-        (
-            read::<u32>(disk + major_off as u64)?,
-            read::<u32>(disk + minor_off as u64)?,
-        )
-    };
+    if disk == 0 {
+        return None;
+    }
+    let major: u32 = load(disk, layout!(disk_major));
+    let minor: u32 = load(disk, layout!(disk_first_minor));
     Some((major << 20) | minor)
 }
 
@@ -273,8 +181,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// Three helper reads on 6.18: the request's first 128 bytes (q, cmd_flags, __data_len,
-/// start_time_ns), the queue's (disk, queue_flags), the disk's major and first minor.
+/// No helper call but the clock: every field is a plain load through the BTF-typed request.
 #[inline(always)]
 fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     if layout!(rq_resolved) == 0 {
@@ -283,20 +190,18 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let features = layout!(features);
     let rq_addr = arg(ctx, layout!(issue_arg));
     let rq = rq_fields(rq_addr, true, false)?;
-    let (disk, queue_flags) = {
-        let mut window = Window::<Q_WORDS>::new(rq.q);
-        let q = window.fill()?;
-        let disk = if features & DISK_IN_REQUEST != 0 {
-            rq.disk
-        } else {
-            q.u64_at(layout!(disk))?
-        };
-        let flags = if features & HAS_STATS_FLAG != 0 {
-            q.u64_at(layout!(q_queue_flags))
-        } else {
-            None
-        };
-        (disk, flags)
+    if rq.q == 0 && features & DISK_IN_REQUEST == 0 {
+        return None;
+    }
+    let disk = if features & DISK_IN_REQUEST != 0 {
+        rq.disk
+    } else {
+        load(rq.q, layout!(disk))
+    };
+    let queue_flags = if features & HAS_STATS_FLAG != 0 && rq.q != 0 {
+        Some(load::<u64>(rq.q, layout!(q_queue_flags)))
+    } else {
+        None
     };
     let key = key(disk_dev(disk)?, rq.opf);
     let op = key.op as u32;
@@ -335,8 +240,7 @@ pub fn block_rq_complete(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// Three helper reads on 6.18: the request's first 128 bytes (__data_len, cmd_flags, q,
-/// io_start_time_ns), `q->disk`, the disk's major and first minor.
+/// As issue: plain loads through the BTF-typed request.
 #[inline(always)]
 fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     if layout!(rq_resolved) == 0 {
@@ -356,8 +260,10 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let disk = if layout!(features) & DISK_IN_REQUEST != 0 {
         rq.disk
+    } else if rq.q != 0 {
+        load(rq.q, layout!(disk))
     } else {
-        read(rq.q + layout!(disk) as u64)?
+        return None;
     };
     let key = key(disk_dev(disk)?, rq.opf);
     let t = now();
@@ -397,36 +303,23 @@ pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// Words of `struct bio` read at once: `bi_bdev` and `bi_opf` are its 2nd and 3rd members.
-const BIO_WORDS: usize = 3;
-
 /// `bio->bi_opf` and `bio->bi_bdev->bd_dev` (the partition, before any remapping): what the
 /// filesystem asked for, before blk-flush strips PREFLUSH/FUA on devices without them.
-/// Two helper reads where `bi_bdev` and `bi_opf` are among the bio's first 24 bytes.
 #[inline(always)]
 fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
     if layout!(bio_resolved) == 0 {
         return None;
     }
     let bio = arg(ctx, layout!(bio_queue_arg));
-    let (opf_off, bdev_off) = (layout!(bio_bi_opf), layout!(bio_bi_bdev));
-    let (opf, bdev) = if opf_off.is_multiple_of(4)
-        && bdev_off.is_multiple_of(8)
-        && (opf_off / 8) < BIO_WORDS as u32
-        && (bdev_off / 8) < BIO_WORDS as u32
-    {
-        let words: [u64; BIO_WORDS] = read(bio)?;
-        (
-            half(*words.get((opf_off / 8) as usize)?, opf_off),
-            *words.get((bdev_off / 8) as usize)?,
-        )
-    } else {
-        (
-            read::<u32>(bio + opf_off as u64)?,
-            read::<u64>(bio + bdev_off as u64)?,
-        )
-    };
-    let dev: u32 = read(bdev + layout!(bdev_bd_dev) as u64)?;
+    if bio == 0 {
+        return None;
+    }
+    let opf: u32 = load(bio, layout!(bio_bi_opf));
+    let bdev: u64 = load(bio, layout!(bio_bi_bdev));
+    if bdev == 0 {
+        return None;
+    }
+    let dev: u32 = load(bdev, layout!(bdev_bd_dev));
     let key = BlockKey {
         dev,
         op: (opf & layout!(op_mask)) as u16,
