@@ -2,19 +2,26 @@
 
 use crate::user_pod;
 
-/// Field offsets of `jbd2:jbd2_start_commit` / `jbd2_end_commit` (`jbd2_commit` class:
-/// `dev_t dev; char sync_commit; tid_t transaction;`) and of `xfs:xlog_iclog_sync` /
-/// `xlog_iclog_sync_done` (`xlog_iclog_class`: `dev_t dev; …; unsigned long long lsn;`).
-/// Zero means "not resolved".
+/// Where the probes find a commit's device and id.
+///
+/// jbd2 (`tp_btf/jbd2_start_commit` / `jbd2_end_commit`, `(journal_t *, transaction_t *)`,
+/// a prototype the daemon checks in BTF): member offsets from BTF for
+/// `journal->j_fs_dev->bd_dev` and `transaction->t_tid` (what the classic `jbd2_commit` records
+/// hold). XFS: field offsets of `xfs:xlog_iclog_sync` / `xlog_iclog_sync_done`
+/// (`xlog_iclog_class`: `dev_t dev; …; unsigned long long lsn;`). Zero offsets of a pair mean
+/// "not resolved"; `jbd2_resolved` is non-zero once the jbd2 part is.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JournalFormat {
-    pub jbd2_dev: u32,
-    pub jbd2_tid: u32,
+    /// `journal_t.j_fs_dev`, `block_device.bd_dev`, `transaction_t.t_tid`.
+    pub journal_j_fs_dev: u32,
+    pub bdev_bd_dev: u32,
+    pub transaction_t_tid: u32,
+    pub jbd2_resolved: u32,
     pub xlog_dev: u32,
     pub xlog_lsn: u32,
 }
-const _: () = assert!(core::mem::size_of::<JournalFormat>() == 16);
+const _: () = assert!(core::mem::size_of::<JournalFormat>() == 24);
 
 /// Which journal a commit belongs to. Discriminants are part of the map ABI.
 #[repr(u32)]

@@ -125,6 +125,20 @@ pub struct OpenCall {
 }
 const _: () = assert!(core::mem::size_of::<OpenCall>() == 40);
 
+/// A sync system call in flight, per thread id: its start and its stall-breakdown accumulators in
+/// one map entry, so that enter and exit each touch one map instead of two.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InflightSync {
+    pub start: crate::sync_call::SyncStart,
+    pub open: OpenCall,
+    /// Non-zero once a per-folio writeback pass (`wbc_writepage`) was opened inside this call:
+    /// only then does the exit have a pass to forget.
+    pub pass_open: u32,
+    pub _reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<InflightSync>() == 72);
+
 /// Per-device busy clocks: total time during which a journal commit (resp. a flush request) was
 /// running, like iostat's io_ticks. The value at time `t` is `total + (t - since)` while busy, so
 /// the difference between two readings is exactly the busy time between them.
@@ -138,8 +152,11 @@ pub struct DevBusy {
     /// Start of the current flush-busy period; meaningful while `flush_inflight > 0`.
     pub flush_since_ns: u64,
     pub flush_inflight: u64,
+    /// The jbd2 transaction id of the running commit (valid while `journal_since_ns != 0`): a
+    /// device's jbd2 commits run one at a time, so this entry is also the commit's start record.
+    pub journal_tid: u64,
 }
-const _: () = assert!(core::mem::size_of::<DevBusy>() == 40);
+const _: () = assert!(core::mem::size_of::<DevBusy>() == 48);
 
 impl DevBusy {
     /// The journal busy clock at `now`.
@@ -161,7 +178,14 @@ impl DevBusy {
     }
 }
 
-user_pod!(StallEvent, StallConfig, StallLayout, OpenCall, DevBusy);
+user_pod!(
+    StallEvent,
+    StallConfig,
+    StallLayout,
+    OpenCall,
+    InflightSync,
+    DevBusy
+);
 
 /// Names of the maps and load-time globals in the eBPF object.
 pub mod names {

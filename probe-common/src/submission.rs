@@ -133,15 +133,17 @@ pub struct PassState {
 }
 const _: () = assert!(core::mem::size_of::<PassState>() == 40);
 
-/// Offsets in an `ext4:ext4_writepages_result` record (`dev_t dev`, `int pages_written`,
-/// `int sync_mode`).
+/// Where `tp_btf/ext4_writepages_result(struct inode *inode, struct writeback_control *wbc,
+/// int ret, int pages_written)` finds what the classic record holds: `inode->i_sb->s_dev` and
+/// `wbc->sync_mode` (BTF member offsets); `pages_written` is the fourth argument (the daemon
+/// checks the prototype). Zero `resolved` means "not resolved".
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ext4WritepagesResultFormat {
-    pub dev: u32,
-    pub pages_written: u32,
-    pub sync_mode: u32,
-    pub _reserved: u32,
+    pub inode_i_sb: u32,
+    pub sb_s_dev: u32,
+    pub wbc_sync_mode: u32,
+    pub resolved: u32,
 }
 const _: () = assert!(core::mem::size_of::<Ext4WritepagesResultFormat>() == 16);
 

@@ -22,7 +22,7 @@
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
-    EbpfContext, Global,
+    Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::{btf_tracepoint, map},
     maps::{Array, HashMap, PerCpuHashMap},
@@ -110,12 +110,12 @@ fn read<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
 }
 
-/// The `n`th tp_btf argument as a plain number. Read through bpf_probe_read_kernel from the
-/// context so the verifier does not type it as a trusted kernel pointer, on which it rejects the
-/// offset arithmetic the BTF-resolved layout needs.
+/// The `n`th tp_btf argument as a plain number, loaded straight from the context (`n` must be a
+/// constant at every call site: the verifier accepts only constant context offsets). Used only
+/// as an address for bpf_probe_read_kernel, never dereferenced.
 #[inline(always)]
 fn arg_u64(ctx: &BtfTracePointContext, n: usize) -> Option<u64> {
-    read::<u64>(ctx.as_ptr() as u64 + (n as u64) * 8)
+    Some(ctx.arg::<u64>(n))
 }
 
 /// A `u32` member of a task that sched_switch was given, as a direct load: the verifier checks
@@ -177,6 +177,11 @@ fn forget(tid: u32) {
 /// inodes (whose superblock is the bdev pseudo-filesystem).
 #[inline(always)]
 fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
+    // The verifier types the argument as a maybe-null trusted pointer and allows the offset
+    // arithmetic below only after this check.
+    if mapping == 0 {
+        return None;
+    }
     let inode: u64 = read(mapping + l.mapping_host as u64)?;
     let mode: u16 = read(inode + l.inode_i_mode as u64)?;
     if mode & S_IFMT == S_IFBLK {

@@ -1,36 +1,47 @@
 //! Journal commit durations: ext4's jbd2 commits and XFS log writes.
 //!
-//! jbd2 (include/trace/events/jbd2.h, class `jbd2_commit`): `jbd2_start_commit` and
-//! `jbd2_end_commit` carry `dev_t dev` (the filesystem's device) and `tid_t transaction`; a commit
-//! is keyed by (dev, tid). XFS (fs/xfs/xfs_trace.h, class `xlog_iclog_class`): `xlog_iclog_sync`
+//! jbd2 (include/trace/events/jbd2.h, class `jbd2_commit`, `TP_PROTO(journal_t *journal,
+//! transaction_t *commit_transaction)`): BTF tracepoints `jbd2_start_commit` and
+//! `jbd2_end_commit`, which skip building the trace record. The probes read what the classic
+//! record would hold, `journal->j_fs_dev->bd_dev` (the filesystem's device) and
+//! `commit_transaction->t_tid`. A journal commits one transaction at a time
+//! (`jbd2_journal_commit_transaction()` runs in the journal's kjournald2 thread), so the start of
+//! the running commit is kept in the device's busy-clock entry (`stall_events`), which the start
+//! updates anyway: one map lookup per event instead of an insert, a lookup and a delete in a
+//! map of commits in flight. XFS (fs/xfs/xfs_trace.h, class `xlog_iclog_class`): `xlog_iclog_sync`
 //! when an in-core log buffer is submitted and `xlog_iclog_sync_done` when its I/O completes,
 //! keyed by (dev, lsn): the log I/O a log force waits for.
 
 use aya_ebpf::{
     Global,
     helpers::bpf_ktime_get_ns,
-    macros::{map, tracepoint},
+    macros::{btf_tracepoint, map, tracepoint},
     maps::{LruHashMap, PerCpuHashMap},
-    programs::TracePointContext,
+    programs::{BtfTracePointContext, TracePointContext},
 };
 use probe_common::{
     hist::Log2Hist,
     journal::{CommitKey, JournalFormat, JournalKey, JournalKind},
 };
 
-use crate::hist::{record, value_or_insert};
+use crate::{
+    fd_dev,
+    hist::{record, value_or_insert},
+};
 
 // `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
 pub static JOURNAL_FMT: Global<JournalFormat> = Global::new(JournalFormat {
-    jbd2_dev: 0,
-    jbd2_tid: 0,
+    journal_j_fs_dev: 0,
+    bdev_bd_dev: 0,
+    transaction_t_tid: 0,
+    jbd2_resolved: 0,
     xlog_dev: 0,
     xlog_lsn: 0,
 });
 
-/// Commits in flight. LRU: a start whose end we never see (attach race) must not pin an entry.
+/// XFS log writes in flight (several iclogs can be). LRU: a start whose end we never see (attach race) must not pin an entry.
 #[map]
 static COMMITS_INFLIGHT: LruHashMap<CommitKey, u64> = LruHashMap::with_max_entries(4096, 0);
 
@@ -49,16 +60,20 @@ fn read<T>(ctx: &TracePointContext, offset: u32) -> Option<T> {
     unsafe { ctx.read_at::<T>(offset as usize) }.ok()
 }
 
+/// (device, transaction id) of a jbd2 commit event.
 #[inline(always)]
-fn jbd2_key(ctx: &TracePointContext) -> Option<CommitKey> {
+fn jbd2_commit(ctx: &BtfTracePointContext) -> Option<(u32, u32)> {
     let f = JOURNAL_FMT.load();
-    let dev: u32 = read(ctx, f.jbd2_dev)?;
-    let tid: u32 = read(ctx, f.jbd2_tid)?;
-    Some(CommitKey {
-        kind: JournalKind::Jbd2 as u32,
-        dev,
-        id: tid as u64,
-    })
+    if f.jbd2_resolved == 0 {
+        return None;
+    }
+    // `(journal_t *journal, transaction_t *commit_transaction)`, checked by the daemon.
+    let journal: u64 = ctx.arg(0);
+    let transaction: u64 = ctx.arg(1);
+    let bdev: u64 = fd_dev::read(journal + f.journal_j_fs_dev as u64)?;
+    let dev: u32 = fd_dev::read(bdev + f.bdev_bd_dev as u64)?;
+    let tid: u32 = fd_dev::read(transaction + f.transaction_t_tid as u64)?;
+    Some((dev, tid))
 }
 
 #[inline(always)]
@@ -74,10 +89,15 @@ fn xlog_key(ctx: &TracePointContext) -> Option<CommitKey> {
 }
 
 #[inline(always)]
+fn now() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
 fn start(key: Option<CommitKey>) {
     if let Some(key) = key {
-        // SAFETY: bpf_ktime_get_ns has no preconditions.
-        let now = unsafe { bpf_ktime_get_ns() };
+        let now = now();
         let _ = COMMITS_INFLIGHT.insert(&key, &now, 0);
         crate::stall_events::journal_start(key.dev, now);
     }
@@ -93,13 +113,17 @@ fn end(key: Option<CommitKey>) {
         return;
     };
     let _ = COMMITS_INFLIGHT.remove(&key);
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let t = unsafe { bpf_ktime_get_ns() };
+    let t = now();
     crate::stall_events::journal_end(key.dev, started, t);
-    let ns = t.saturating_sub(started);
+    record_commit(JournalKind::XfsLog, key.dev, t.saturating_sub(started));
+}
+
+/// Records one commit's duration under (journal kind, device).
+#[inline(always)]
+fn record_commit(kind: JournalKind, dev: u32, ns: u64) {
     let agg = JournalKey {
-        kind: key.kind,
-        dev: key.dev,
+        kind: kind as u32,
+        dev,
     };
     if let Some(hist) = value_or_insert(&JOURNAL_COMMIT_LATENCY, &agg, &Log2Hist::ZERO) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
@@ -107,15 +131,23 @@ fn end(key: Option<CommitKey>) {
     }
 }
 
-#[tracepoint]
-pub fn jbd2_start_commit(ctx: TracePointContext) -> u32 {
-    start(jbd2_key(&ctx));
+#[btf_tracepoint(function = "jbd2_start_commit")]
+pub fn jbd2_start_commit(ctx: BtfTracePointContext) -> u32 {
+    if let Some((dev, tid)) = jbd2_commit(&ctx) {
+        crate::stall_events::jbd2_commit_start(dev, tid, now());
+    }
     0
 }
 
-#[tracepoint]
-pub fn jbd2_end_commit(ctx: TracePointContext) -> u32 {
-    end(jbd2_key(&ctx));
+#[btf_tracepoint(function = "jbd2_end_commit")]
+pub fn jbd2_end_commit(ctx: BtfTracePointContext) -> u32 {
+    let Some((dev, tid)) = jbd2_commit(&ctx) else {
+        return 0;
+    };
+    let t = now();
+    if let Some(started) = crate::stall_events::jbd2_commit_end(dev, tid, t) {
+        record_commit(JournalKind::Jbd2, dev, t.saturating_sub(started));
+    }
     0
 }
 

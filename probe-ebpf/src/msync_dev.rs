@@ -56,7 +56,7 @@ fn fill_msync_dev(ctx: &TracePointContext, dev_offset: u32) {
     };
     // SAFETY: a value pointer of this map, valid for this program run; only this thread writes
     // its own entry.
-    let start = unsafe { &mut *start };
+    let start = unsafe { &mut (*start).start };
     if start.syscall != SyncSyscall::Msync as u32 || start.dev != 0 {
         return;
     }

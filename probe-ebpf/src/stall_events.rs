@@ -7,7 +7,8 @@
 //! operations never touch the ring buffer.
 //!
 //! Breakdown of a sync call (all per thread id, between its enter and exit):
-//! - writeback waits and throttling pauses of the thread are added to its [`OpenCall`];
+//! - writeback waits and throttling pauses of the thread are added to its [`OpenCall`], which
+//!   lives in the call's in-flight entry (`sync_calls::SYNC_INFLIGHT`);
 //! - journal and flush time come from per-device busy clocks ([`DevBusy`]): the difference of the
 //!   clock between the call's start and end is the time during the call in which a journal commit
 //!   (resp. at least one flush request) of the call's device was running.
@@ -31,7 +32,7 @@ use probe_common::{
     writeback::BDI_NAME_LEN,
 };
 
-use crate::fd_dev::read;
+use crate::{fd_dev::read, sync_calls::SYNC_INFLIGHT};
 
 /// Offsets from BTF, resolved by the daemon. A plain static rather than an `aya_ebpf::Global`
 /// so that the block hooks, which run on every request, can read the two fields they need (see
@@ -76,11 +77,6 @@ static STALL_CONFIG: Array<StallConfig> = Array::with_max_entries(1, 0);
 #[map]
 static STALL_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-/// Sync calls in flight by thread id, with their breakdown accumulators. LRU: an enter whose
-/// exit is never seen must not pin an entry.
-#[map]
-static STALL_OPEN: LruHashMap<u32, OpenCall> = LruHashMap::with_max_entries(16384, 0);
-
 /// Journal and flush busy clocks by kernel dev_t. LRU so that short-lived devices cannot fill it.
 #[map]
 static DEV_BUSY: LruHashMap<u32, DevBusy> = LruHashMap::with_max_entries(1024, 0);
@@ -91,6 +87,7 @@ const EMPTY_BUSY: DevBusy = DevBusy {
     flush_total_ns: 0,
     flush_since_ns: 0,
     flush_inflight: 0,
+    journal_tid: 0,
 };
 
 #[inline(always)]
@@ -125,9 +122,10 @@ fn busy(dev: u32) -> Option<*mut DevBusy> {
     DEV_BUSY.get_ptr_mut(&dev)
 }
 
-/// A sync call of thread `tid` on `dev` (0: unknown) starts.
+/// The breakdown accumulators of a sync call on `dev` (0: unknown) starting at `start_ns`, kept
+/// in the call's in-flight entry (`sync_calls::SYNC_INFLIGHT`).
 #[inline(always)]
-pub fn open_sync(tid: u32, dev: u32, ino: u64, start_ns: u64) {
+pub fn open_call(dev: u32, ino: u64, start_ns: u64) -> OpenCall {
     let (journal_at_start, flush_at_start) = match DEV_BUSY.get_ptr_mut(&dev) {
         // SAFETY: map value pointer, valid for this program run; copied out at once.
         Some(b) if dev != 0 => {
@@ -136,22 +134,19 @@ pub fn open_sync(tid: u32, dev: u32, ino: u64, start_ns: u64) {
         }
         _ => (0, 0),
     };
-    let call = OpenCall {
+    OpenCall {
         ino,
         wb_wait_ns: 0,
         throttle_ns: 0,
         journal_at_start,
         flush_at_start,
-    };
-    let _ = STALL_OPEN.insert(&tid, &call, 0);
+    }
 }
 
-/// A sync call of thread `tid` ends: an event if it took at least the threshold.
+/// A sync call that began at `start_ns` ends at `end_ns`: an event if it took at least the
+/// threshold. `call` is its accumulators (already removed from the in-flight map).
 #[inline(always)]
-pub fn close_sync(tid: u32, kind: u32, dev: u32, flags: u32, start_ns: u64, end_ns: u64) {
-    // SAFETY: copied out immediately; removed right after.
-    let call = unsafe { STALL_OPEN.get(&tid) }.copied();
-    let _ = STALL_OPEN.remove(&tid);
+pub fn close_sync(call: &OpenCall, kind: u32, dev: u32, flags: u32, start_ns: u64, end_ns: u64) {
     let Some(limit) = threshold() else {
         return;
     };
@@ -161,26 +156,24 @@ pub fn close_sync(tid: u32, kind: u32, dev: u32, flags: u32, start_ns: u64, end_
     }
     let mut ev = base(kind, dev, start_ns, duration);
     ev.detail = flags;
-    if let Some(call) = call {
-        ev.ino = call.ino;
-        ev.wb_wait_ns = call.wb_wait_ns.min(duration);
-        ev.throttle_ns = call.throttle_ns.min(duration);
-        if dev != 0
-            && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
-        {
-            // SAFETY: map value pointer, valid for this program run; copied out at once.
-            let b = unsafe { *b };
-            // A clock that started after the call (the device's entry was created during it)
-            // reads from 0: saturating_sub then counts from the entry's creation.
-            ev.journal_ns = b
-                .journal_at(end_ns)
-                .saturating_sub(call.journal_at_start)
-                .min(duration);
-            ev.flush_ns = b
-                .flush_at(end_ns)
-                .saturating_sub(call.flush_at_start)
-                .min(duration);
-        }
+    ev.ino = call.ino;
+    ev.wb_wait_ns = call.wb_wait_ns.min(duration);
+    ev.throttle_ns = call.throttle_ns.min(duration);
+    if dev != 0
+        && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
+    {
+        // SAFETY: map value pointer, valid for this program run; copied out at once.
+        let b = unsafe { *b };
+        // A clock that started after the call (the device's entry was created during it)
+        // reads from 0: saturating_sub then counts from the entry's creation.
+        ev.journal_ns = b
+            .journal_at(end_ns)
+            .saturating_sub(call.journal_at_start)
+            .min(duration);
+        ev.flush_ns = b
+            .flush_at(end_ns)
+            .saturating_sub(call.flush_at_start)
+            .min(duration);
     }
     current_task(&mut ev);
     emit(&ev);
@@ -207,10 +200,10 @@ pub fn close_uring(kind: u32, dev: u32, flags: u32, start_ns: u64, end_ns: u64) 
 #[inline(always)]
 pub fn throttled(pause_ns: u64, bdi: &[u8; BDI_NAME_LEN]) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    if let Some(call) = STALL_OPEN.get_ptr_mut(&tid) {
+    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
         // SAFETY: map value pointer, valid for this program run; only this thread's programs
         // touch its entry.
-        unsafe { (*call).throttle_ns += pause_ns };
+        unsafe { (*call).open.throttle_ns += pause_ns };
     }
     let Some(limit) = threshold() else {
         return;
@@ -229,9 +222,9 @@ pub fn throttled(pause_ns: u64, bdi: &[u8; BDI_NAME_LEN]) {
 /// `dev`, from `start_ns`.
 #[inline(always)]
 pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
-    if let Some(call) = STALL_OPEN.get_ptr_mut(&tid) {
+    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
         // SAFETY: map value pointer, valid for this program run.
-        unsafe { (*call).wb_wait_ns += ns };
+        unsafe { (*call).open.wb_wait_ns += ns };
     }
     let Some(limit) = threshold() else {
         return;
@@ -254,13 +247,53 @@ pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
 pub fn journal_start(dev: u32, t: u64) {
     if let Some(b) = busy(dev) {
         // SAFETY: map value pointer, valid for this program run.
-        let b = unsafe { &mut *b };
-        if b.journal_since_ns != 0 && t > b.journal_since_ns {
-            // A start without an end (missed): close the previous period here.
-            b.journal_total_ns += t - b.journal_since_ns;
-        }
-        b.journal_since_ns = t;
+        start_journal_period(unsafe { &mut *b }, t);
     }
+}
+
+/// jbd2 transaction `tid` of `dev` starts committing. The device's entry doubles as the commit's
+/// start record (see [`DevBusy::journal_tid`]).
+#[inline(always)]
+pub fn jbd2_commit_start(dev: u32, tid: u32, t: u64) {
+    if let Some(b) = busy(dev) {
+        // SAFETY: map value pointer, valid for this program run.
+        let b = unsafe { &mut *b };
+        start_journal_period(b, t);
+        b.journal_tid = tid as u64;
+    }
+}
+
+#[inline(always)]
+fn start_journal_period(b: &mut DevBusy, t: u64) {
+    if b.journal_since_ns != 0 && t > b.journal_since_ns {
+        // A start without an end (missed): close the previous period here.
+        b.journal_total_ns += t - b.journal_since_ns;
+    }
+    b.journal_since_ns = t;
+}
+
+/// jbd2 transaction `tid` of `dev` finished committing at `t`: returns when it started, or `None`
+/// if its start was not seen (then nothing changes: the next start closes the open period).
+#[inline(always)]
+pub fn jbd2_commit_end(dev: u32, tid: u32, t: u64) -> Option<u64> {
+    let b = DEV_BUSY.get_ptr_mut(&dev)?;
+    // SAFETY: map value pointer, valid for this program run.
+    let b = unsafe { &mut *b };
+    let started = b.journal_since_ns;
+    if started == 0 || b.journal_tid != tid as u64 {
+        return None;
+    }
+    end_journal_period(b, t);
+    journal_stall(dev, started, t);
+    Some(started)
+}
+
+#[inline(always)]
+fn end_journal_period(b: &mut DevBusy, t: u64) {
+    if b.journal_since_ns != 0 && t > b.journal_since_ns {
+        b.journal_total_ns += t - b.journal_since_ns;
+    }
+    b.journal_since_ns = 0;
 }
 
 /// A journal commit of `dev` that started at `start_ns` ends.
@@ -268,12 +301,14 @@ pub fn journal_start(dev: u32, t: u64) {
 pub fn journal_end(dev: u32, start_ns: u64, t: u64) {
     if let Some(b) = DEV_BUSY.get_ptr_mut(&dev) {
         // SAFETY: map value pointer, valid for this program run.
-        let b = unsafe { &mut *b };
-        if b.journal_since_ns != 0 && t > b.journal_since_ns {
-            b.journal_total_ns += t - b.journal_since_ns;
-        }
-        b.journal_since_ns = 0;
+        end_journal_period(unsafe { &mut *b }, t);
     }
+    journal_stall(dev, start_ns, t);
+}
+
+/// A stall event for a journal commit of `dev` from `start_ns` to `t`, if it was long enough.
+#[inline(always)]
+fn journal_stall(dev: u32, start_ns: u64, t: u64) {
     let Some(limit) = threshold() else {
         return;
     };

@@ -1,9 +1,11 @@
 //! Writeback submissions: writepages passes over an inode by device, sync mode and caller.
 //!
 //! Sources:
-//! - ext4 (`ext4:ext4_writepages_result`, include/trace/events/ext4.h: `dev_t dev`,
-//!   `int pages_written`, `int sync_mode`): one event at the end of each `ext4_do_writepages()`
-//!   pass, with the pages it submitted.
+//! - ext4 (`tp_btf/ext4_writepages_result(struct inode *, struct writeback_control *, int ret,
+//!   int pages_written)`, include/trace/events/ext4.h): one event at the end of each
+//!   `ext4_do_writepages()` pass, with the pages it submitted. Passes that submitted nothing
+//!   return before any read; the device is `inode->i_sb->s_dev` and the sync mode
+//!   `wbc->sync_mode`, as in the classic record.
 //! - filesystems that iterate with `writeback_iter()` (xfs and other iomap filesystems, block
 //!   devices): `tp_btf/wbc_writepage(struct writeback_control *wbc, struct backing_dev_info *)`
 //!   fires once per folio about to be written (mm/page-writeback.c `writeback_get_folio()`, right
@@ -19,7 +21,7 @@
 //!
 //! Caller: the task's in-flight sync call (`sync_calls::SYNC_INFLIGHT`, set at sys_enter and
 //! cleared at sys_exit) if any; otherwise `flusher` when a kernel thread is between
-//! `writeback:writeback_single_inode_start` and `writeback:writeback_single_inode`
+//! `tp_btf/writeback_single_inode_start` and `tp_btf/writeback_single_inode`
 //! (`__writeback_single_inode()`, which the flusher runs for every inode it writes back; user
 //! tasks reach it only through write_inode_now()/sync_inode_metadata(), and jbd2's ordered-data
 //! writepages never do); otherwise `io_uring` in an io-wq worker (thread name `iou-wrk-<pid>`,
@@ -29,9 +31,9 @@
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task},
-    macros::{btf_tracepoint, map, tracepoint},
+    macros::{btf_tracepoint, map},
     maps::{LruHashMap, PerCpuHashMap},
-    programs::{BtfTracePointContext, TracePointContext},
+    programs::BtfTracePointContext,
 };
 use probe_common::submission::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
@@ -48,10 +50,10 @@ use crate::{
 #[used]
 static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
     Global::new(Ext4WritepagesResultFormat {
-        dev: 0,
-        pages_written: 0,
-        sync_mode: 0,
-        _reserved: 0,
+        inode_i_sb: 0,
+        sb_s_dev: 0,
+        wbc_sync_mode: 0,
+        resolved: 0,
     });
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
@@ -79,7 +81,8 @@ static WBC_LAYOUT: Global<WbcLayout> = Global::new(WbcLayout {
 static WB_SUBMISSIONS: PerCpuHashMap<SubmitKey, SubmitStats> =
     PerCpuHashMap::with_max_entries(1024, 0);
 
-/// Kernel threads inside `__writeback_single_inode()`, by thread id.
+/// Kernel threads inside `__writeback_single_inode()`, by thread id: [`IN_INODE`], or
+/// [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there.
 #[map]
 static FLUSHER_INODE: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 0);
 
@@ -87,11 +90,18 @@ static FLUSHER_INODE: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 
 #[map]
 static PASSES: LruHashMap<u32, PassState> = LruHashMap::with_max_entries(16384, 0);
 
+/// [`FLUSHER_INODE`] values.
+const IN_INODE: u32 = 1;
+const IN_INODE_WITH_PASS: u32 = 2;
+
 /// `iou-wrk-` as a little-endian word: the first 8 bytes of an io-wq worker's name.
 const IO_WQ_PREFIX: u64 = u64::from_le_bytes(*b"iou-wrk-");
 
-#[tracepoint]
-pub fn writeback_single_inode_start(_ctx: TracePointContext) -> u32 {
+/// `__writeback_single_inode()` starts (include/trace/events/writeback.h,
+/// `writeback_single_inode_template(struct inode *, struct writeback_control *, unsigned long)`;
+/// no argument is read).
+#[btf_tracepoint(function = "writeback_single_inode_start")]
+pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     let l = WBC_LAYOUT.load();
     if l.resolved == 0 {
         return 0;
@@ -101,49 +111,58 @@ pub fn writeback_single_inode_start(_ctx: TracePointContext) -> u32 {
     let task = unsafe { bpf_get_current_task() };
     // Kernel threads have no mm; the flusher is a kworker.
     if read::<u64>(task + l.task_mm as u64) == Some(0) {
-        let _ = FLUSHER_INODE.insert(&tid(), &1, 0);
+        let _ = FLUSHER_INODE.insert(&tid(), &IN_INODE, 0);
     }
     0
 }
 
-#[tracepoint]
-pub fn writeback_single_inode(_ctx: TracePointContext) -> u32 {
+/// `__writeback_single_inode()` ends. Only kernel threads have an entry (see the start), so a
+/// user task returns after one lookup.
+#[btf_tracepoint(function = "writeback_single_inode")]
+pub fn writeback_single_inode(_ctx: BtfTracePointContext) -> u32 {
     let tid = tid();
+    let Some(state) = FLUSHER_INODE.get_ptr(&tid) else {
+        return 0;
+    };
+    // SAFETY: a value pointer of this map, valid for this program run; read before the remove.
+    let had_pass = unsafe { *state } == IN_INODE_WITH_PASS;
     let _ = FLUSHER_INODE.remove(&tid);
-    end_pass(tid);
+    if had_pass {
+        end_pass(tid);
+    }
     0
 }
 
-#[tracepoint]
-pub fn ext4_writepages_result(ctx: TracePointContext) -> u32 {
-    let f = EXT4_WP_RESULT_FMT.load();
-    if f.dev == 0 {
-        return 0;
-    }
-    // SAFETY (all three): offsets from this event's format file, sizes checked by the daemon
-    // (dev_t and int: 4 bytes); read_at copies through bpf_probe_read, which fails instead of
-    // faulting.
-    let fields = unsafe {
-        (
-            ctx.read_at::<u32>(f.dev as usize),
-            ctx.read_at::<i32>(f.pages_written as usize),
-            ctx.read_at::<i32>(f.sync_mode as usize),
-        )
-    };
-    let (Ok(dev), Ok(pages), Ok(sync_mode)) = fields else {
-        return 0;
-    };
+#[btf_tracepoint(function = "ext4_writepages_result")]
+pub fn ext4_writepages_result(ctx: BtfTracePointContext) -> u32 {
+    let _ = try_ext4_writepages_result(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_ext4_writepages_result(ctx: &BtfTracePointContext) -> Option<()> {
+    // Most passes of an fsync-heavy load submit nothing new: return before any read.
+    let pages = ctx.arg::<u64>(3) as i32;
     if pages <= 0 {
-        return 0;
+        return None;
     }
+    let f = EXT4_WP_RESULT_FMT.load();
+    if f.resolved == 0 {
+        return None;
+    }
+    let inode: u64 = ctx.arg(0);
+    let wbc: u64 = ctx.arg(1);
+    let sb: u64 = read(inode + f.inode_i_sb as u64)?;
+    let dev: u32 = read(sb + f.sb_s_dev as u64)?;
+    let sync_mode: u32 = read(wbc + f.wbc_sync_mode as u64)?;
     let key = SubmitKey {
         dev,
-        sync_mode: sync_mode as u32,
-        caller: caller(tid()) as u32,
+        sync_mode,
+        caller: caller(tid(), false) as u32,
         _reserved: 0,
     };
     add(&key, 1, pages as u64);
-    0
+    Some(())
 }
 
 #[btf_tracepoint(function = "wbc_writepage")]
@@ -192,7 +211,7 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
     let key = SubmitKey {
         dev: if host == 0 { 0 } else { dev_of_inode(host) },
         sync_mode,
-        caller: caller(tid) as u32,
+        caller: caller(tid, true) as u32,
         _reserved: 0,
     };
     let state = PassState {
@@ -233,8 +252,9 @@ fn folio_pages(folio: u64, l: &WbcLayout) -> Option<u64> {
     Some(pages as u64)
 }
 
-/// Forgets the thread's per-folio pass: called where a pass certainly ended (sync call exit,
-/// end of a flusher inode), so a later pass at the same stack address is not merged into it.
+/// Forgets the thread's per-folio pass: called where a pass opened inside a sync call or a
+/// flusher inode certainly ended (that call's exit, the inode's end), so a later pass at the
+/// same stack address is not merged into it. Threads that opened none skip the delete.
 #[inline(always)]
 pub(crate) fn end_pass(tid: u32) {
     let _ = PASSES.remove(&tid);
@@ -245,13 +265,24 @@ fn tid() -> u32 {
     bpf_get_current_pid_tgid() as u32
 }
 
+/// Who is writing back in thread `tid`. With `opens_pass`, the thread's sync call or flusher
+/// inode is marked as having a per-folio pass, which its end then forgets.
 #[inline(always)]
-fn caller(tid: u32) -> WbCaller {
-    // SAFETY: the value is only read within this program run.
-    if let Some(start) = unsafe { SYNC_INFLIGHT.get(&tid) } {
-        return WbCaller::for_raw_syscall(start.syscall);
+fn caller(tid: u32, opens_pass: bool) -> WbCaller {
+    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
+        // SAFETY: a value pointer of this map, valid for this program run; only this thread
+        // writes its own entry.
+        let call = unsafe { &mut *call };
+        if opens_pass {
+            call.pass_open = 1;
+        }
+        return WbCaller::for_raw_syscall(call.start.syscall);
     }
-    if FLUSHER_INODE.get_ptr(&tid).is_some() {
+    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) {
+        if opens_pass {
+            // SAFETY: as above.
+            unsafe { *state = IN_INODE_WITH_PASS };
+        }
         return WbCaller::Flusher;
     }
     if let Ok(comm) = bpf_get_current_comm() {

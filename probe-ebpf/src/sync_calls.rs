@@ -8,7 +8,9 @@
 //! (`all`); msync's device is filled in by the filesystem's fsync event (see `msync_dev`).
 //!
 //! The in-flight entry per thread id is also the "inside sync call X" marker that the writeback
-//! submission probes (`submissions`) read to attribute writepages passes to their caller.
+//! submission probes (`submissions`) read to attribute writepages passes to their caller (an
+//! idle entry, `syscall == IDLE`, means "not in a sync call"), and it carries the call's
+//! stall-event breakdown (`stall_events`).
 
 use aya_ebpf::{
     Global,
@@ -20,6 +22,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::Log2Hist,
     layout::SysEnterFdFormat,
+    stall::InflightSync,
     sync_call::{MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall},
     sync_layout::{FieldFormat, SfrEnterFormat},
 };
@@ -52,10 +55,11 @@ static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     _reserved: 0,
 });
 
-/// Calls in flight by thread id. LRU so that enters whose exit we never see (attach races, a
-/// thread killed in the call) cannot fill the map.
+/// Calls in flight by thread id, with their stall-breakdown accumulators (one entry, so enter
+/// does one insert and exit one lookup and one delete). LRU so that enters whose exit we never
+/// see (attach races, a thread killed in the call) cannot fill the map.
 #[map]
-pub(crate) static SYNC_INFLIGHT: LruHashMap<u32, SyncStart> =
+pub(crate) static SYNC_INFLIGHT: LruHashMap<u32, InflightSync> =
     LruHashMap::with_max_entries(16384, 0);
 
 /// Latency histograms by (call, device). Feeds `wbscope_sync_call_duration_seconds`.
@@ -211,33 +215,43 @@ fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
     } else {
         (dev_of_inode(inode), stall_events::ino_of(inode))
     };
-    let start = SyncStart {
-        start_ns: now(),
-        syscall: syscall as u32,
-        dev,
-        flags,
+    let start_ns = now();
+    let call = InflightSync {
+        start: SyncStart {
+            start_ns,
+            syscall: syscall as u32,
+            dev,
+            flags,
+            _reserved: 0,
+        },
+        open: stall_events::open_call(dev, ino, start_ns),
+        pass_open: 0,
         _reserved: 0,
     };
-    let _ = SYNC_INFLIGHT.insert(&tid, &start, 0);
-    stall_events::open_sync(tid, dev, ino, start.start_ns);
+    let _ = SYNC_INFLIGHT.insert(&tid, &call, 0);
 }
 
 #[inline(always)]
 fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    crate::submissions::end_pass(tid);
-    // SAFETY: the value is copied out immediately; the entry is removed right after.
-    let Some(start) = (unsafe { SYNC_INFLIGHT.get(&tid) }).copied() else {
+    let Some(entry) = SYNC_INFLIGHT.get_ptr(&tid) else {
         return;
     };
+    // SAFETY: a value pointer of this map, valid for this program run; copied out before the
+    // entry is removed.
+    let call = unsafe { *entry };
     let _ = SYNC_INFLIGHT.remove(&tid);
+    if call.pass_open != 0 {
+        crate::submissions::end_pass(tid);
+    }
+    let start = call.start;
     if start.syscall != syscall as u32 {
         // A stale entry from a call whose exit we missed: drop it rather than mis-attribute.
         return;
     }
     let end = now();
     stall_events::close_sync(
-        tid,
+        &call.open,
         start.syscall,
         start.dev,
         start.flags,

@@ -7,14 +7,20 @@ use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
-    kernel::{devices, layout::field_offset, mounts},
+    kernel::{
+        devices,
+        layout::{field_offset, member_offset},
+        mounts,
+    },
     metrics::hist_collector::Log2HistCollector,
     probes::ProbeSpec,
 };
 
 const PROBES: &[ProbeSpec] = &[
-    ProbeSpec::tracepoint("jbd2_start_commit", "jbd2", "jbd2_start_commit"),
-    ProbeSpec::tracepoint("jbd2_end_commit", "jbd2", "jbd2_end_commit"),
+    // BTF tracepoints: no trace record is built. Same prototype `(journal_t *, transaction_t *)`
+    // on every kernel with BTF (checked in `jbd2_layout`).
+    ProbeSpec::btf_tracepoint("jbd2_start_commit", "jbd2_start_commit"),
+    ProbeSpec::btf_tracepoint("jbd2_end_commit", "jbd2_end_commit"),
     ProbeSpec::tracepoint("xlog_iclog_sync", "xfs", "xlog_iclog_sync"),
     ProbeSpec::tracepoint("xlog_iclog_sync_done", "xfs", "xlog_iclog_sync_done"),
 ];
@@ -24,12 +30,44 @@ const JOURNAL_COMMIT_LATENCY: &str = "JOURNAL_COMMIT_LATENCY";
 /// The journal family.
 #[derive(Default)]
 pub struct Journal {
-    /// (dev, tid) offsets of the jbd2 commit events, or why unavailable.
-    jbd2: Option<Result<(u32, u32), String>>,
+    /// Where the jbd2 commit probes find (dev, tid), or why unavailable.
+    jbd2: Option<Result<Jbd2Layout, String>>,
     /// (dev, lsn) offsets of the XFS iclog events, or why unavailable.
     xlog: Option<Result<(u32, u32), String>>,
     /// The resolved parts as the probes' global (zero where unresolved).
     format: JournalFormat,
+}
+
+/// The jbd2 part of [`JournalFormat`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Jbd2Layout {
+    j_fs_dev: u32,
+    bd_dev: u32,
+    t_tid: u32,
+}
+
+/// The members behind `journal->j_fs_dev->bd_dev` and `transaction->t_tid`, from BTF, once the
+/// `btf_trace_jbd2_{start,end}_commit` prototypes are `(journal_t *, transaction_t *)`: the
+/// probes read arguments 0 and 1 (the verifier accepts only constant context offsets).
+fn jbd2_layout(kernel: &KernelInfo) -> Result<Jbd2Layout, String> {
+    let btf = kernel
+        .btf
+        .as_ref()
+        .map_err(|why| format!("no kernel BTF: {why}"))?;
+    for event in ["jbd2_start_commit", "jbd2_end_commit"] {
+        let arg = |s: &str| btf.tp_btf_arg_index(event, s).map_err(|e| e.to_string());
+        let (journal, transaction) = (arg("journal_s")?, arg("transaction_s")?);
+        if (journal, transaction) != (0, 1) {
+            return Err(format!(
+                "tp_btf {event}: journal_t * is argument {journal} and transaction_t * {transaction}, expected 0 and 1"
+            ));
+        }
+    }
+    Ok(Jbd2Layout {
+        j_fs_dev: member_offset(btf, "journal_s", "j_fs_dev", 8)?,
+        bd_dev: member_offset(btf, "block_device", "bd_dev", 4)?,
+        t_tid: member_offset(btf, "transaction_s", "t_tid", 4)?,
+    })
 }
 
 /// Offsets of (`dev`, `id_field`) in `category/events`, which must agree across the pair.
@@ -71,13 +109,7 @@ impl Family for Journal {
     }
 
     fn resolve(&mut self, kernel: &KernelInfo) {
-        self.jbd2 = Some(pair_offsets(
-            kernel,
-            "jbd2",
-            ["jbd2_start_commit", "jbd2_end_commit"],
-            "transaction",
-            4,
-        ));
+        self.jbd2 = Some(jbd2_layout(kernel));
         self.xlog = Some(pair_offsets(
             kernel,
             "xfs",
@@ -85,20 +117,18 @@ impl Family for Journal {
             "lsn",
             8,
         ));
-        let (jbd2_dev, jbd2_tid) = match &self.jbd2 {
-            Some(Ok(pair)) => *pair,
-            _ => (0, 0),
-        };
-        let (xlog_dev, xlog_lsn) = match &self.xlog {
-            Some(Ok(pair)) => *pair,
-            _ => (0, 0),
-        };
-        self.format = JournalFormat {
-            jbd2_dev,
-            jbd2_tid,
-            xlog_dev,
-            xlog_lsn,
-        };
+        let mut format = JournalFormat::default();
+        if let Some(Ok(j)) = &self.jbd2 {
+            format.journal_j_fs_dev = j.j_fs_dev;
+            format.bdev_bd_dev = j.bd_dev;
+            format.transaction_t_tid = j.t_tid;
+            format.jbd2_resolved = 1;
+        }
+        if let Some(Ok((dev, lsn))) = &self.xlog {
+            format.xlog_dev = *dev;
+            format.xlog_lsn = *lsn;
+        }
+        self.format = format;
     }
 
     fn gap(&self, probe: &ProbeSpec) -> Option<String> {

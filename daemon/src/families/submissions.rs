@@ -1,5 +1,5 @@
 //! Writeback submissions: writepages passes by device, sync mode and caller, from
-//! `ext4:ext4_writepages_result` (ext4) and `tp_btf/wbc_writepage` (filesystems that iterate
+//! `tp_btf/ext4_writepages_result` (ext4) and `tp_btf/wbc_writepage` (filesystems that iterate
 //! with `writeback_iter()`: xfs and other iomap filesystems, block devices), with the flusher
 //! recognised through `writeback_single_inode_start` / `writeback_single_inode`. Exports
 //! `wbscope_writeback_submissions_total` and `wbscope_writeback_submitted_bytes_total`.
@@ -20,26 +20,19 @@ use prometheus::{
 
 use super::{CollectorContext, Family, KernelInfo, gap_of, writeback::sync_mode_label};
 use crate::{
-    kernel::{
-        devices,
-        layout::{field_offset, member_offset},
-    },
+    kernel::{devices, layout::member_offset},
     metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
     probes::ProbeSpec,
 };
 
+// BTF tracepoints: no trace record is built for these per-inode / per-pass events.
 const PROBES: &[ProbeSpec] = &[
-    ProbeSpec::tracepoint(
+    ProbeSpec::btf_tracepoint(
         "writeback_single_inode_start",
-        "writeback",
         "writeback_single_inode_start",
     ),
-    ProbeSpec::tracepoint(
-        "writeback_single_inode",
-        "writeback",
-        "writeback_single_inode",
-    ),
-    ProbeSpec::tracepoint("ext4_writepages_result", "ext4", "ext4_writepages_result"),
+    ProbeSpec::btf_tracepoint("writeback_single_inode", "writeback_single_inode"),
+    ProbeSpec::btf_tracepoint("ext4_writepages_result", "ext4_writepages_result"),
     ProbeSpec::btf_tracepoint("wbc_writepage", "wbc_writepage"),
 ];
 
@@ -56,14 +49,29 @@ pub struct Submissions {
     flusher: Option<Result<WbcLayout, String>>,
 }
 
+/// `tp_btf/ext4_writepages_result(struct inode *, struct writeback_control *, int ret,
+/// int pages_written)`: the probe reads arguments 0, 1 and 3 by position, so the prototype must
+/// be exactly that (checked in BTF), and the members behind the classic record's `dev`
+/// (`inode->i_sb->s_dev`) and `sync_mode` (`wbc->sync_mode`).
 fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, String> {
-    let format = kernel.event_format("ext4", "ext4_writepages_result")?;
-    let four = |n: u32| n == 4;
+    const EVENT: &str = "ext4_writepages_result";
+    let btf = kernel
+        .btf
+        .as_ref()
+        .map_err(|why| format!("no kernel BTF: {why}"))?;
+    let arg = |s: &str| btf.tp_btf_arg_index(EVENT, s).map_err(|e| e.to_string());
+    let count = btf.tp_btf_arg_count(EVENT).map_err(|e| e.to_string())?;
+    let (inode, wbc) = (arg("inode")?, arg("writeback_control")?);
+    if (inode, wbc, count) != (0, 1, 4) {
+        return Err(format!(
+            "tp_btf {EVENT}: unexpected prototype (inode at {inode}, wbc at {wbc}, {count} arguments)"
+        ));
+    }
     Ok(Ext4WritepagesResultFormat {
-        dev: field_offset(&format, "dev", four)?,
-        pages_written: field_offset(&format, "pages_written", four)?,
-        sync_mode: field_offset(&format, "sync_mode", four)?,
-        _reserved: 0,
+        inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
+        sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
+        wbc_sync_mode: member_offset(btf, "writeback_control", "sync_mode", 4)?,
+        resolved: 1,
     })
 }
 

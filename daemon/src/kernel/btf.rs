@@ -361,6 +361,34 @@ impl Btf {
         Err(not_found())
     }
 
+    /// Number of arguments of tp_btf `event` (after the hidden `void *` context), from the
+    /// `btf_trace_<event>` typedef: how probes that read a scalar argument by position check
+    /// that the prototype is the one they were written for.
+    pub fn tp_btf_arg_count(&self, event: &str) -> Result<u32, BtfError> {
+        let typedef = format!("btf_trace_{event}");
+        let not_found = || BtfError::TypeNotFound {
+            name: typedef.clone(),
+            kind: "typedef of a function prototype pointer",
+        };
+        let id = self.ids(&typedef).next().ok_or_else(not_found)?;
+        let Some(Type {
+            kind: Kind::Ptr,
+            size_or_type: proto,
+            ..
+        }) = self.get(self.resolve(id)?)
+        else {
+            return Err(not_found());
+        };
+        let Some(Type {
+            kind: Kind::FuncProto(params),
+            ..
+        }) = self.get(self.resolve(*proto)?)
+        else {
+            return Err(not_found());
+        };
+        u32::try_from(params.len().saturating_sub(1)).map_err(|_| not_found())
+    }
+
     /// True if a type of any kind with this name exists (e.g. "btf_trace_block_rq_issue" typedef).
     pub fn has_type(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
@@ -977,6 +1005,9 @@ mod tests {
             Err(BtfError::NoSuchArgument { .. })
         ));
         assert!(btf.tp_btf_arg_index("missing", "request").is_err());
+        assert_eq!(btf.tp_btf_arg_count("new")?, 1);
+        assert_eq!(btf.tp_btf_arg_count("old")?, 2);
+        assert!(btf.tp_btf_arg_count("missing").is_err());
         assert_eq!(btf.enumerator_value("QUEUE_FLAG_STATS")?, 7);
         assert!(btf.enumerator_value("QUEUE_FLAG_NOPE").is_err());
         Ok(())
