@@ -23,6 +23,17 @@ fn main() -> anyhow::Result<()> {
         .manifest_path
         .parent()
         .ok_or_else(|| anyhow!("no parent directory for {}", ebpf.manifest_path))?;
+    // aya-build watches the eBPF package's own directory only; the shared types it compiles in
+    // (layouts, map keys and values) change the object too, and a stale object fails at load
+    // time with a global or map size mismatch.
+    let common = metadata
+        .packages
+        .iter()
+        .find(|p| p.name.as_str() == "probe-common")
+        .ok_or_else(|| anyhow!("package probe-common not found in the workspace"))?;
+    if let Some(dir) = common.manifest_path.parent() {
+        println!("cargo:rerun-if-changed={dir}");
+    }
     let debug = std::env::var_os("CARGO_FEATURE_PROBE_DEBUG").is_some();
     let features: &[&str] = if debug { &["debug"] } else { &[] };
     aya_build::build_ebpf(
