@@ -173,6 +173,10 @@ impl Daemon {
             loaded.attached(),
             loaded.reports.len()
         );
+        // The kernel facts (with our BTF parse) are no longer needed; aya's parse went with
+        // the attach. Hand the heap they and the object's loading used back to the kernel.
+        drop((kernel, families));
+        crate::memory::release_free_heap();
         Ok(Daemon {
             addr,
             config: watch::Sender::new(config.clone()),
