@@ -86,7 +86,13 @@ pub fn load_families(ignore_tgid: u32, disabled: &[String]) -> Result<Loaded, Da
     for family in &mut families {
         family.resolve(&kernel);
     }
-    let probes = load_and_attach(probes::OBJECT, &families, &mut kernel, ignore_tgid, disabled)?;
+    let probes = load_and_attach(
+        probes::OBJECT,
+        &families,
+        &mut kernel,
+        ignore_tgid,
+        disabled,
+    )?;
     Ok(Loaded {
         kernel,
         families,

@@ -375,8 +375,12 @@ impl Btf {
     /// Ids of the types named `name`, in ascending order.
     fn ids(&self, name: &str) -> impl Iterator<Item = u32> + '_ {
         let name = name.as_bytes();
-        let start = self.by_name.partition_point(|&id| self.name_bytes(id) < name);
-        let end = self.by_name.partition_point(|&id| self.name_bytes(id) <= name);
+        let start = self
+            .by_name
+            .partition_point(|&id| self.name_bytes(id) < name);
+        let end = self
+            .by_name
+            .partition_point(|&id| self.name_bytes(id) <= name);
         self.by_name
             .get(start..end)
             .unwrap_or_default()

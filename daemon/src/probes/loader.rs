@@ -87,19 +87,22 @@ pub fn load_and_attach(
         .map_err(|why| format!("no kernel BTF: {why}"))
         .and_then(fd_dev_layout);
     // Every decision that needs our BTF or tracefs, before the BTF goes.
-    let plans: Vec<(&dyn Family, &ProbeSpec, Result<Option<&'static str>, AttachStatus>)> =
-        families
-            .iter()
-            .flat_map(|f| f.probes().iter().map(move |spec| (f.as_ref(), spec)))
-            .map(|(family, spec)| (family, spec, plan_one(spec, family, kernel, disabled)))
-            .collect();
+    let plans: Vec<(
+        &dyn Family,
+        &ProbeSpec,
+        Result<Option<&'static str>, AttachStatus>,
+    )> = families
+        .iter()
+        .flat_map(|f| f.probes().iter().map(move |spec| (f.as_ref(), spec)))
+        .map(|(family, spec)| (family, spec, plan_one(spec, family, kernel, disabled)))
+        .collect();
     kernel.btf = Err(BTF_RELEASED.to_owned());
 
     // aya needs its own parse of kernel BTF to resolve tp_btf attach targets. Parsed once and
     // lent to the loader too, which would otherwise parse it again for any CO-RE relocation.
-    let needs_btf = plans.iter().any(|(_, spec, plan)| {
-        plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. })
-    });
+    let needs_btf = plans
+        .iter()
+        .any(|(_, spec, plan)| plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. }));
     let aya_btf = if needs_btf {
         AyaBtf::from_sys_fs().map_err(|e| e.to_string())
     } else {
