@@ -66,6 +66,13 @@ impl LoadedProbes {
     }
 }
 
+/// A probe, its family, and [`plan_one`]'s verdict.
+type Plan<'a> = (
+    &'a dyn Family,
+    &'a ProbeSpec,
+    Result<Option<&'static str>, AttachStatus>,
+);
+
 /// What `kernel.btf` says once [`load_and_attach`] has released our parse.
 pub const BTF_RELEASED: &str = "released after resolving the probes";
 
@@ -87,11 +94,7 @@ pub fn load_and_attach(
         .map_err(|why| format!("no kernel BTF: {why}"))
         .and_then(fd_dev_layout);
     // Every decision that needs our BTF or tracefs, before the BTF goes.
-    let plans: Vec<(
-        &dyn Family,
-        &ProbeSpec,
-        Result<Option<&'static str>, AttachStatus>,
-    )> = families
+    let plans: Vec<Plan<'_>> = families
         .iter()
         .flat_map(|f| f.probes().iter().map(move |spec| (f.as_ref(), spec)))
         .map(|(family, spec)| (family, spec, plan_one(spec, family, kernel, disabled)))
