@@ -81,12 +81,18 @@ pub struct Loaded {
 /// Resolves every family against the running kernel, loads the object and attaches the probes.
 /// Shared by the daemon and `wbscope check`.
 pub fn load_families(ignore_tgid: u32, disabled: &[String]) -> Result<Loaded, DaemonError> {
-    let kernel = KernelInfo::discover()?;
+    let mut kernel = KernelInfo::discover()?;
     let mut families = families::all();
     for family in &mut families {
         family.resolve(&kernel);
     }
-    let probes = load_and_attach(probes::OBJECT, &families, &kernel, ignore_tgid, disabled)?;
+    let probes = load_and_attach(
+        probes::OBJECT,
+        &families,
+        &mut kernel,
+        ignore_tgid,
+        disabled,
+    )?;
     Ok(Loaded {
         kernel,
         families,
@@ -173,6 +179,10 @@ impl Daemon {
             loaded.attached(),
             loaded.reports.len()
         );
+        // The kernel facts (with our BTF parse) are no longer needed; aya's parse went with
+        // the attach. Hand the heap they and the object's loading used back to the kernel.
+        drop((kernel, families));
+        crate::memory::release_free_heap();
         Ok(Daemon {
             addr,
             config: watch::Sender::new(config.clone()),

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod families;
 pub mod kernel;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod privileges;

@@ -53,6 +53,8 @@ fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
 fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
     wbscope::logging::init(config.log_level);
+    // Before the runtime's threads exist: malloc parameters are process-wide.
+    wbscope::memory::tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

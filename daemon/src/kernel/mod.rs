@@ -31,7 +31,8 @@ pub fn page_size() -> u64 {
 /// Everything families resolve their layouts from.
 pub struct KernelInfo {
     pub tracefs: tracefs::Tracefs,
-    /// Kernel BTF, or why it is unavailable.
+    /// Kernel BTF, or why it is unavailable (released once the probes are resolved, see
+    /// [`crate::probes::loader::load_and_attach`]).
     pub btf: Result<btf::Btf, String>,
     pub release: String,
 }

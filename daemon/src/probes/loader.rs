@@ -66,11 +66,25 @@ impl LoadedProbes {
     }
 }
 
+/// A probe, its family, and [`plan_one`]'s verdict.
+type Plan<'a> = (
+    &'a dyn Family,
+    &'a ProbeSpec,
+    Result<Option<&'static str>, AttachStatus>,
+);
+
+/// What `kernel.btf` says once [`load_and_attach`] has released our parse.
+pub const BTF_RELEASED: &str = "released after resolving the probes";
+
 /// Loads the object with every family's globals and attaches every enabled probe.
+///
+/// Our BTF parse is released (`kernel.btf` becomes `Err(BTF_RELEASED)`) once every probe's
+/// hook is resolved and before aya parses kernel BTF for itself: each parse of vmlinux BTF
+/// takes 10-20 MB at its peak, and holding both at once set the daemon's start-up peak RSS.
 pub fn load_and_attach(
     object: &[u8],
     families: &[Box<dyn Family>],
-    kernel: &KernelInfo,
+    kernel: &mut KernelInfo,
     ignore_tgid: u32,
     disabled: &[String],
 ) -> Result<LoadedProbes, LoadError> {
@@ -79,7 +93,28 @@ pub fn load_and_attach(
         .as_ref()
         .map_err(|why| format!("no kernel BTF: {why}"))
         .and_then(fd_dev_layout);
+    // Every decision that needs our BTF or tracefs, before the BTF goes.
+    let plans: Vec<Plan<'_>> = families
+        .iter()
+        .flat_map(|f| f.probes().iter().map(move |spec| (f.as_ref(), spec)))
+        .map(|(family, spec)| (family, spec, plan_one(spec, family, kernel, disabled)))
+        .collect();
+    kernel.btf = Err(BTF_RELEASED.to_owned());
+
+    // aya needs its own parse of kernel BTF to resolve tp_btf attach targets. Parsed once and
+    // lent to the loader too, which would otherwise parse it again for any CO-RE relocation.
+    let needs_btf = plans
+        .iter()
+        .any(|(_, spec, plan)| plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. }));
+    let aya_btf = if needs_btf {
+        AyaBtf::from_sys_fs().map_err(|e| e.to_string())
+    } else {
+        Err(String::new())
+    };
     let mut loader = EbpfLoader::new();
+    if let Ok(btf) = &aya_btf {
+        loader.btf(btf);
+    }
     if let Ok(layout) = &fd_dev {
         loader.override_global(globals::FD_DEV_LAYOUT, layout, true);
     }
@@ -89,28 +124,20 @@ pub fn load_and_attach(
     }
     let mut ebpf = loader.load(object)?;
 
-    // aya needs its own parse of kernel BTF to resolve tp_btf attach targets.
-    let needs_btf = families
-        .iter()
-        .flat_map(|f| f.probes())
-        .any(|p| matches!(p.hook, Hook::BtfTracepoint { .. }));
-    let aya_btf = if needs_btf {
-        AyaBtf::from_sys_fs().map_err(|e| e.to_string())
-    } else {
-        Err(String::new())
-    };
-
-    let mut reports = Vec::new();
-    for family in families {
-        for spec in family.probes() {
-            let status = attach_one(&mut ebpf, spec, family.as_ref(), kernel, &aya_btf, disabled);
-            reports.push(ProbeReport {
-                family: family.name(),
-                spec: *spec,
-                status,
-            });
-        }
-    }
+    let reports = plans
+        .into_iter()
+        .map(|(family, spec, plan)| ProbeReport {
+            family: family.name(),
+            spec: *spec,
+            status: match plan {
+                Err(status) => status,
+                Ok(event) => match try_attach(&mut ebpf, spec, event, &aya_btf) {
+                    Ok(()) => AttachStatus::Attached,
+                    Err(why) => AttachStatus::Failed(why),
+                },
+            },
+        })
+        .collect();
     Ok(LoadedProbes {
         ebpf,
         reports,
@@ -147,32 +174,28 @@ pub(super) fn btf_event(
         .find(|name| btf.has_type(&format!("btf_trace_{name}")))
 }
 
-fn attach_one(
-    ebpf: &mut Ebpf,
+/// Whether `spec` is to be attached: `Ok` with the tp_btf event name this kernel has (`None`
+/// for classic tracepoints), or the final status (disabled, skipped).
+fn plan_one(
     spec: &ProbeSpec,
     family: &dyn Family,
     kernel: &KernelInfo,
-    aya_btf: &Result<AyaBtf, String>,
     disabled: &[String],
-) -> AttachStatus {
+) -> Result<Option<&'static str>, AttachStatus> {
     if disabled
         .iter()
         .any(|d| d == spec.program || d == family.name())
     {
-        return AttachStatus::Disabled;
+        return Err(AttachStatus::Disabled);
     }
     if let Some(why) = hook_gap(spec, kernel).or_else(|| family.gap(spec)) {
-        return AttachStatus::Skipped(why);
+        return Err(AttachStatus::Skipped(why));
     }
     // hook_gap found it, so the kernel has BTF and one of the names.
-    let event = match (spec.hook, &kernel.btf) {
+    Ok(match (spec.hook, &kernel.btf) {
         (Hook::BtfTracepoint { event, older }, Ok(btf)) => btf_event(btf, event, older),
         _ => None,
-    };
-    match try_attach(ebpf, spec, event, aya_btf) {
-        Ok(()) => AttachStatus::Attached,
-        Err(why) => AttachStatus::Failed(why),
-    }
+    })
 }
 
 /// Loads and attaches `spec`; `btf_event` is the tp_btf event name this kernel has.
