@@ -23,7 +23,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map},
     maps::{Array, HashMap, PerCpuHashMap},
     programs::BtfTracePointContext,
@@ -100,33 +100,22 @@ pub fn folio_wait_sched_switch(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
-#[inline(always)]
-fn read<T>(addr: u64) -> Option<T> {
-    if addr == 0 {
-        return None;
-    }
-    // SAFETY: bpf_probe_read_kernel copies from an arbitrary kernel address into a stack value
-    // and returns an error instead of faulting on a bad address.
-    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
-}
-
 /// The `n`th tp_btf argument as a plain number, loaded straight from the context (`n` must be a
-/// constant at every call site: the verifier accepts only constant context offsets). Used only
-/// as an address for bpf_probe_read_kernel, never dereferenced.
+/// constant at every call site: the verifier accepts only constant context offsets).
 #[inline(always)]
 fn arg_u64(ctx: &BtfTracePointContext, n: usize) -> Option<u64> {
     Some(ctx.arg::<u64>(n))
 }
 
-/// A `u32` member of a task that sched_switch was given, as a direct load: the verifier checks
-/// the (load-time constant) offset against task_struct's BTF, which costs no helper call, unlike
-/// `bpf_probe_read_kernel`, on the hottest hook there is.
+/// `*(T *)(base + offset)` as a plain load: `base` is a BTF-typed tp_btf argument (or a pointer
+/// member loaded from one), so the verifier checks the load-time constant offset against the
+/// struct's BTF and makes the load fault-safe. No helper call, unlike `bpf_probe_read_kernel`,
+/// which matters on sched_switch, the hottest hook there is.
 #[inline(always)]
-fn task_field_u32(task: u64, offset: u32) -> u32 {
-    // SAFETY: `task` is a BTF-typed `struct task_struct *` argument of sched_switch, valid for
-    // this program run; `offset` is a u32 member's offset from BTF. A bad offset is refused by
-    // the verifier at load time, and a faulting load reads 0 instead of crashing.
-    unsafe { core::ptr::read_volatile((task + offset as u64) as *const u32) }
+fn load<T>(base: u64, offset: u32) -> T {
+    // SAFETY: see above: a bad offset is refused by the verifier at load time, and a faulting
+    // load reads 0 instead of crashing.
+    unsafe { core::ptr::read_volatile((base + offset as u64) as *const T) }
 }
 
 #[inline(always)]
@@ -182,13 +171,19 @@ fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
     if mapping == 0 {
         return None;
     }
-    let inode: u64 = read(mapping + l.mapping_host as u64)?;
-    let mode: u16 = read(inode + l.inode_i_mode as u64)?;
-    if mode & S_IFMT == S_IFBLK {
-        return read(inode + l.inode_i_rdev as u64);
+    let inode: u64 = load(mapping, l.mapping_host);
+    if inode == 0 {
+        return None;
     }
-    let sb: u64 = read(inode + l.inode_i_sb as u64)?;
-    read(sb + l.sb_s_dev as u64)
+    let mode: u16 = load(inode, l.inode_i_mode);
+    if mode & S_IFMT == S_IFBLK {
+        return Some(load(inode, l.inode_i_rdev));
+    }
+    let sb: u64 = load(inode, l.inode_i_sb);
+    if sb == 0 {
+        return None;
+    }
+    Some(load(sb, l.sb_s_dev))
 }
 
 #[inline(always)]
@@ -227,7 +222,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let l = FOLIO_WAIT_LAYOUT.load();
     let prev = ctx.arg::<u64>(1);
-    let prev_tid = task_field_u32(prev, l.task_pid);
+    let prev_tid = load::<u32>(prev, l.task_pid);
     // A switch-out in any state other than running (a preemption) may be the wait's sleep.
     if may_wait(prev_tid)
         && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
@@ -247,7 +242,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
         }
     }
     let next = ctx.arg::<u64>(2);
-    let next_tid = task_field_u32(next, l.task_pid);
+    let next_tid = load::<u32>(next, l.task_pid);
     if !may_wait(next_tid) {
         return None;
     }
