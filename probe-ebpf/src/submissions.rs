@@ -133,6 +133,14 @@ pub fn writeback_single_inode(_ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// `*(T *)(base + offset)` through a BTF-typed pointer (see the caller).
+#[inline(always)]
+fn load<T>(base: u64, offset: u32) -> T {
+    // SAFETY: `base` is a tp_btf argument or a pointer member loaded from one; the verifier
+    // refuses the program if `offset` is not a member of `T`'s size, and a faulting load reads 0.
+    unsafe { core::ptr::read_volatile((base + offset as u64) as *const T) }
+}
+
 #[btf_tracepoint(function = "ext4_writepages_result")]
 pub fn ext4_writepages_result(ctx: BtfTracePointContext) -> u32 {
     let _ = try_ext4_writepages_result(&ctx);
@@ -152,9 +160,17 @@ fn try_ext4_writepages_result(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let inode: u64 = ctx.arg(0);
     let wbc: u64 = ctx.arg(1);
-    let sb: u64 = read(inode + f.inode_i_sb as u64)?;
-    let dev: u32 = read(sb + f.sb_s_dev as u64)?;
-    let sync_mode: u32 = read(wbc + f.wbc_sync_mode as u64)?;
+    if inode == 0 || wbc == 0 {
+        return None;
+    }
+    // Plain loads through the BTF-typed arguments: the verifier checks the load-time constant
+    // offsets against the structs' BTF and makes the loads fault-safe, with no helper call.
+    let sb: u64 = load(inode, f.inode_i_sb);
+    if sb == 0 {
+        return None;
+    }
+    let dev: u32 = load(sb, f.sb_s_dev);
+    let sync_mode: u32 = load(wbc, f.wbc_sync_mode);
     let key = SubmitKey {
         dev,
         sync_mode,
