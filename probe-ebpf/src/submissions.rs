@@ -30,7 +30,7 @@
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated},
     macros::{btf_tracepoint, map},
     maps::{LruHashMap, PerCpuHashMap},
     programs::BtfTracePointContext,
@@ -81,8 +81,9 @@ static WBC_LAYOUT: Global<WbcLayout> = Global::new(WbcLayout {
 static WB_SUBMISSIONS: PerCpuHashMap<SubmitKey, SubmitStats> =
     PerCpuHashMap::with_max_entries(1024, 0);
 
-/// Kernel threads inside `__writeback_single_inode()`, by thread id: [`IN_INODE`], or
-/// [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there.
+/// Kernel threads that write back inodes, by thread id: [`IN_INODE`] inside
+/// `__writeback_single_inode()`, [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there,
+/// [`NOT_IN_INODE`] between inodes. LRU, so exited threads' entries make room.
 #[map]
 static FLUSHER_INODE: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 0);
 
@@ -90,7 +91,9 @@ static FLUSHER_INODE: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 
 #[map]
 static PASSES: LruHashMap<u32, PassState> = LruHashMap::with_max_entries(16384, 0);
 
-/// [`FLUSHER_INODE`] values.
+/// [`FLUSHER_INODE`] values. An entry outlives the inode (it is reused by the thread's next
+/// one), so "not in an inode" is a value too.
+const NOT_IN_INODE: u32 = 0;
 const IN_INODE: u32 = 1;
 const IN_INODE_WITH_PASS: u32 = 2;
 
@@ -106,12 +109,23 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     if l.resolved == 0 {
         return 0;
     }
-    // SAFETY: bpf_get_current_task has no preconditions; the result is only used as an address
-    // for bpf_probe_read_kernel.
-    let task = unsafe { bpf_get_current_task() };
+    // SAFETY: bpf_get_current_task_btf has no preconditions; it returns the BTF-typed current
+    // task, read below with a verifier-checked plain load.
+    let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
     // Kernel threads have no mm; the flusher is a kworker.
-    if read::<u64>(task + l.task_mm as u64) == Some(0) {
-        let _ = FLUSHER_INODE.insert(&tid(), &IN_INODE, 0);
+    if task == 0 || load::<u64>(task, l.task_mm) != 0 {
+        return 0;
+    }
+    let tid = tid();
+    // A kworker writes inode after inode: its entry is reused in place rather than inserted
+    // (a hash update allocates) and deleted each time.
+    match FLUSHER_INODE.get_ptr_mut(&tid) {
+        // SAFETY: a value pointer of this map, valid for this program run; only this thread
+        // writes its own entry.
+        Some(state) => unsafe { *state = IN_INODE },
+        None => {
+            let _ = FLUSHER_INODE.insert(&tid, &IN_INODE, 0);
+        }
     }
     0
 }
@@ -121,13 +135,18 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "writeback_single_inode")]
 pub fn writeback_single_inode(_ctx: BtfTracePointContext) -> u32 {
     let tid = tid();
-    let Some(state) = FLUSHER_INODE.get_ptr(&tid) else {
+    let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) else {
         return 0;
     };
-    // SAFETY: a value pointer of this map, valid for this program run; read before the remove.
-    let had_pass = unsafe { *state } == IN_INODE_WITH_PASS;
-    let _ = FLUSHER_INODE.remove(&tid);
-    if had_pass {
+    // SAFETY: a value pointer of this map, valid for this program run; only this thread
+    // writes its own entry.
+    let was = unsafe { *state };
+    if was == NOT_IN_INODE {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { *state = NOT_IN_INODE };
+    if was == IN_INODE_WITH_PASS {
         end_pass(tid);
     }
     0
@@ -294,7 +313,10 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         }
         return WbCaller::for_raw_syscall(call.start.syscall);
     }
-    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) {
+    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid)
+        // SAFETY: a value pointer of this map, valid for this program run.
+        && unsafe { *state } != NOT_IN_INODE
+    {
         if opens_pass {
             // SAFETY: as above.
             unsafe { *state = IN_INODE_WITH_PASS };
