@@ -4,10 +4,10 @@
 //! Path (offsets from BTF, see `probe_common::layout::FdDevLayout`):
 //! `current->files->fdt->fd[fd]->f_inode->i_sb->s_dev`, with `fd < fdt->max_fds` checked first.
 //! Block device nodes live on the bdev pseudo-filesystem, so for them `i_rdev` names the device.
-//! Every step is a `bpf_probe_read_kernel`, so a racing close() yields 0 ("unknown"), never a
-//! fault.
+//! The steps up to the fd array are plain loads through the BTF-typed current task; the rest
+//! are `bpf_probe_read_kernel`, so a racing close() yields 0 ("unknown"), never a fault.
 
-use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
+use aya_ebpf::helpers::{bpf_probe_read_kernel, generated};
 
 use crate::globals::FD_DEV_LAYOUT;
 
@@ -27,23 +27,44 @@ pub fn read<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
 }
 
-/// The address of the inode behind `fd` of the current task, if it can be read.
+/// `*(T *)(base + offset)` as a plain load through a BTF-typed pointer (the current task, or a
+/// struct pointer member loaded from one): the verifier checks the load-time constant offset
+/// against the struct's BTF and makes the load fault-safe, with no helper call.
+#[inline(always)]
+fn load<T>(base: u64, offset: u32) -> T {
+    // SAFETY: see above: a bad offset is refused at load time, a faulting load reads 0.
+    unsafe { core::ptr::read_volatile((base + offset as u64) as *const T) }
+}
+
+/// The address of the inode behind `fd` of the current task, if it can be read. The task's
+/// file table is reached by plain loads through the BTF-typed current task; the fd array slot
+/// (a variable offset, which the verifier allows only for helper reads) and what follows it are
+/// helper reads, so a racing close() yields 0 ("unknown"), never a fault.
 #[inline(always)]
 pub fn inode_of_fd(fd: u64) -> Option<u64> {
     let l = FD_DEV_LAYOUT.load();
     if l.resolved == 0 {
         return None;
     }
-    // SAFETY: bpf_get_current_task has no preconditions; the result is only used as an address
-    // for bpf_probe_read_kernel.
-    let task = unsafe { bpf_get_current_task() };
-    let files: u64 = read(task + l.task_files as u64)?;
-    let fdt: u64 = read(files + l.files_fdt as u64)?;
-    let max_fds: u32 = read(fdt + l.fdt_max_fds as u64)?;
+    // SAFETY: bpf_get_current_task_btf has no preconditions; it returns the BTF-typed current
+    // task (never null in a program that runs in task context).
+    let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
+    if task == 0 {
+        return None;
+    }
+    let files: u64 = load(task, l.task_files);
+    if files == 0 {
+        return None;
+    }
+    let fdt: u64 = load(files, l.files_fdt);
+    if fdt == 0 {
+        return None;
+    }
+    let max_fds: u32 = load(fdt, l.fdt_max_fds);
     if fd >= max_fds as u64 {
         return None;
     }
-    let fd_array: u64 = read(fdt + l.fdt_fd as u64)?;
+    let fd_array: u64 = load(fdt, l.fdt_fd);
     let file: u64 = read(fd_array + fd * 8)?;
     read(file + l.file_f_inode as u64)
 }
