@@ -45,6 +45,9 @@ impl AttachStatus {
 pub struct ProbeReport {
     pub family: &'static str,
     pub spec: ProbeSpec,
+    /// The hook as this kernel names it (`wbscope check` prints it): for a tp_btf known by an
+    /// older name too, the one this kernel's BTF has.
+    pub hook: String,
     pub status: AttachStatus,
 }
 
@@ -107,6 +110,7 @@ pub fn load_and_attach(
             reports.push(ProbeReport {
                 family: family.name(),
                 spec: *spec,
+                hook: resolved_hook(spec, kernel),
                 status,
             });
         }
@@ -132,6 +136,18 @@ fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
                 None => format!("tp_btf {event} does not exist on this kernel"),
             }),
         },
+    }
+}
+
+/// The hook's name on this kernel; both names of a tp_btf when BTF has neither.
+fn resolved_hook(spec: &ProbeSpec, kernel: &KernelInfo) -> String {
+    let found = match (spec.hook, &kernel.btf) {
+        (Hook::BtfTracepoint { event, older }, Ok(btf)) => btf_event(btf, event, older),
+        _ => None,
+    };
+    match found {
+        Some(event) => format!("tp_btf {event}"),
+        None => spec.hook_name(),
     }
 }
 
