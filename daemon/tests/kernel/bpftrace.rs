@@ -9,6 +9,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// How long bpftrace may take to print its maps and exit after SIGINT.
+const EXIT_LIMIT: Duration = Duration::from_secs(60);
+
 /// A running bpftrace script. Its `BEGIN` block must print a line `ready`; its maps are read from
 /// what bpftrace prints when interrupted (`@name: N`).
 pub struct Bpftrace {
@@ -54,7 +57,16 @@ impl Bpftrace {
     pub fn finish(mut self) -> BTreeMap<String, u64> {
         // SAFETY: kill only sends a signal to our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let _ = self.child.wait();
+        // It prints its maps and exits within seconds, also under emulation; one that does not
+        // must fail the test, not hang it.
+        let deadline = Instant::now() + EXIT_LIMIT;
+        while matches!(self.child.try_wait(), Ok(None)) {
+            assert!(
+                Instant::now() < deadline,
+                "bpftrace did not exit within {EXIT_LIMIT:?} of SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let mut maps = BTreeMap::new();
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
             if let Some((name, value)) = line.strip_prefix('@').and_then(|l| l.split_once(':'))

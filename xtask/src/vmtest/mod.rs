@@ -221,6 +221,13 @@ fn boot_one(
             outcome::tail(&console, outcome::TAIL_LINES)
         );
     }
+    let warnings = outcome::kernel_warnings(&console);
+    if !warnings.is_empty() {
+        println!("--- the guest kernel complained:");
+        for line in &warnings {
+            println!("{line}");
+        }
+    }
     let check_ok = check.as_ref().is_some_and(|s| s.rc == Some(0));
     let tests_ok = finished && runs.iter().all(|r| r.outcome.is_ok());
     let tests_text = outcome::summary(&runs, outcome::guest_secs(&console));

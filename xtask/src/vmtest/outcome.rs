@@ -139,6 +139,25 @@ pub fn guest_secs(console: &str) -> Option<u64> {
     })
 }
 
+/// The kernel's own complaints on the console (it prints those at error level and above even
+/// with `quiet`): soft lockups, hung tasks, RCU stalls, BUGs and WARNINGs.
+pub fn kernel_warnings(console: &str) -> Vec<&str> {
+    const SIGNS: &[&str] = &[
+        "soft lockup",
+        "blocked for more than",
+        "rcu_sched self-detected stall",
+        "rcu_preempt self-detected stall",
+        "detected stalls on CPUs",
+        "BUG:",
+        "WARNING:",
+        "Oops",
+    ];
+    console
+        .lines()
+        .filter(|l| SIGNS.iter().any(|s| l.contains(s)))
+        .collect()
+}
+
 /// The last `n` lines of `text`.
 pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
@@ -181,5 +200,11 @@ mod tests {
             "ok. 1 passed; 1 skipped; 0 failed"
         );
         assert_eq!(tail("1\n2\n3\n", 2), "2\n3");
+        assert_eq!(
+            kernel_warnings(
+                "[ 9.1] ok\n[ 30.2] watchdog: BUG: soft lockup - CPU#1 stuck for 22s!\n"
+            ),
+            ["[ 30.2] watchdog: BUG: soft lockup - CPU#1 stuck for 22s!"]
+        );
     }
 }
