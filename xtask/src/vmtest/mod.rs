@@ -206,7 +206,24 @@ fn boot_one(
     let check = guest::section(&console, "check");
     let check_text = check.as_ref().map(|s| s.text.as_str()).unwrap_or("");
     fs::write(work.join("check.txt"), check_text).context("write check.txt")?;
-    let runs = outcome::read(&console, tests);
+    let (tests_ok, tests_text) = read_tests(&console, tests);
+    let check_ok = check.as_ref().is_some_and(|s| s.rc == Some(0));
+    Ok(KernelResult {
+        release: kernel.release.clone(),
+        source: format!("Debian `{}` in QEMU", kernel.package),
+        attached: guest::attached(check_text),
+        degraded: guest::not_attached(check_text),
+        notes: guest::header_notes(check_text),
+        tests: tests_text,
+        wall_secs: start.elapsed().as_secs_f64(),
+        passed: check_ok && tests_ok,
+    })
+}
+
+/// Prints each test's outcome, the console's tail when the guest did not finish and the
+/// kernel's own warnings; returns whether every test passed (or skipped) and the summary line.
+fn read_tests(console: &str, tests: &[String]) -> (bool, String) {
+    let runs = outcome::read(console, tests);
     outcome::print(&runs);
     let finished = console.contains("@@VMTEST exit rc=");
     if !finished {
@@ -218,29 +235,18 @@ fn boot_one(
             } else {
                 ""
             },
-            outcome::tail(&console, outcome::TAIL_LINES)
+            outcome::tail(console, outcome::TAIL_LINES)
         );
     }
-    let warnings = outcome::kernel_warnings(&console);
+    let warnings = outcome::kernel_warnings(console);
     if !warnings.is_empty() {
         println!("--- the guest kernel complained:");
         for line in &warnings {
             println!("{line}");
         }
     }
-    let check_ok = check.as_ref().is_some_and(|s| s.rc == Some(0));
-    let tests_ok = finished && runs.iter().all(|r| r.outcome.is_ok());
-    let tests_text = outcome::summary(&runs, outcome::guest_secs(&console));
-    Ok(KernelResult {
-        release: kernel.release.clone(),
-        source: format!("Debian `{}` in QEMU", kernel.package),
-        attached: guest::attached(check_text),
-        degraded: guest::not_attached(check_text),
-        notes: guest::header_notes(check_text),
-        tests: tests_text,
-        wall_secs: start.elapsed().as_secs_f64(),
-        passed: check_ok && tests_ok,
-    })
+    let ok = finished && runs.iter().all(|r| r.outcome.is_ok());
+    (ok, outcome::summary(&runs, outcome::guest_secs(console)))
 }
 
 /// Every kernel test's name, from the test binary's `--list`.
