@@ -56,7 +56,9 @@ fn unload(name: &str, program: &mut Program) {
         // Other kinds are not used by wbscope; dropping the object unloads them.
         _ => Ok(()),
     };
-    if let Err(err) = result {
-        tracing::warn!("detaching {name}: {err}");
+    match result {
+        // Skipped, disabled or failed probes were never loaded.
+        Ok(()) | Err(ProgramError::NotLoaded) => {}
+        Err(err) => tracing::warn!("detaching {name}: {err}"),
     }
 }
