@@ -6,11 +6,12 @@
 //! detaching on a few threads lets the waits share grace periods, so shutdown stays well inside
 //! systemd's stop timeout.
 //!
-//! Only a few: unregistering also patches kernel text (the tracepoint's static key:
-//! `text_poke_bp` and an IPI to every CPU, under `text_mutex`) and takes `event_mutex` and
-//! `tracepoints_mutex`, so more threads add no overlap, only more tasks contending on the same
-//! locks. With one thread per program (36), a kernel soft-lockup warning in a detaching thread
-//! was seen once on a small, slow machine (2 emulated CPUs).
+//! Only a few: unregistering also patches kernel text (the tracepoint's static key, under
+//! `text_mutex`, with an IPI to every CPU) and takes `event_mutex` and `tracepoints_mutex`, so
+//! beyond a few threads the rest mostly queue on the same locks. With one thread per program
+//! (36), a kernel soft-lockup warning in a detaching thread was seen once on a small, slow
+//! machine (2 emulated CPUs). On the development kernel under load, 36 probes detach in
+//! 0.3–0.6 s on 4 threads (0.05–1.2 s on 36).
 
 use aya::{
     Ebpf,
