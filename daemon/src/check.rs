@@ -113,7 +113,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
         .max(5);
     let hook_width = reports
         .iter()
-        .map(|r| r.spec.hook_name().len())
+        .map(|r| r.hook.len())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -134,8 +134,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
         let _ = writeln!(
             out,
             "{:<width$}  {:<hook_width$}  {status}",
-            r.spec.program,
-            r.spec.hook_name()
+            r.spec.program, r.hook
         );
     }
     out

@@ -150,6 +150,7 @@ mod tests {
         ProbeReport {
             family,
             spec: ProbeSpec::tracepoint("p", "c", "e"),
+            hook: "tracepoint c/e".into(),
             status,
         }
     }

@@ -13,8 +13,8 @@
 //!   previous folios of the pass. A pass is a run of events on one thread with the same `wbc`
 //!   and folio mapping (file) and a non-increasing `nr_to_write`; the pass state is dropped when
 //!   the thread leaves its sync call or its flusher inode. Pages: each folio's size as
-//!   `folio_nr_pages()` computes it (`PG_head` flag, `_nr_pages`). On kernels without
-//!   `folio._nr_pages` a folio counts one page when it appears and the rest of its size when the
+//!   `folio_nr_pages()` computes it (`PG_head` flag, `_nr_pages`, older `_folio_nr_pages`). On
+//!   kernels without either a folio counts one page when it appears and the rest of its size when the
 //!   next folio of the pass shows the `nr_to_write` delta, so only the last folio of a pass is
 //!   under-counted there. One per-thread lookup and one per-CPU update per folio keep this hot
 //!   hook cheap.
@@ -273,7 +273,8 @@ fn current_folio(wbc: u64, l: &WbcLayout) -> Option<u64> {
     read(fbatch + l.fbatch_folios as u64 + slot * 8)
 }
 
-/// `folio_nr_pages(folio)` (include/linux/mm.h), or `None` when the layout lacks `_nr_pages`.
+/// `folio_nr_pages(folio)` (include/linux/mm.h), or `None` when the layout lacks `_nr_pages`
+/// (`_folio_nr_pages` on older kernels).
 #[inline(always)]
 fn folio_pages(folio: u64, l: &WbcLayout) -> Option<u64> {
     if l.folio_nr_pages == 0 || l.pg_head >= 64 {

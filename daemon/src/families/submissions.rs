@@ -105,8 +105,11 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
         folio_flags: btf
             .member_offset("folio", "flags")
             .map_err(|e| e.to_string())?,
-        // Optional: without it, sizes come from nr_to_write deltas (see the probe).
-        folio_nr_pages: member_offset(btf, "folio", "_nr_pages", 4).unwrap_or(0),
+        // Optional: without it, sizes come from nr_to_write deltas (see the probe). Older
+        // kernels (6.12 among them) name the same count `_folio_nr_pages`.
+        folio_nr_pages: member_offset(btf, "folio", "_nr_pages", 4)
+            .or_else(|_| member_offset(btf, "folio", "_folio_nr_pages", 4))
+            .unwrap_or(0),
         pg_head: btf
             .enum_value("pageflags", "PG_head")
             .ok()

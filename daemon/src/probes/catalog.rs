@@ -64,7 +64,7 @@ impl ProbeSpec {
         }
     }
 
-    /// The hook as `wbscope check` prints it.
+    /// The hook with every name it may have (the loader reports the one the kernel has).
     pub fn hook_name(&self) -> String {
         match self.hook {
             Hook::Tracepoint { category, event } => format!("tracepoint {category}/{event}"),

@@ -45,6 +45,9 @@ impl AttachStatus {
 pub struct ProbeReport {
     pub family: &'static str,
     pub spec: ProbeSpec,
+    /// The hook as this kernel names it (`wbscope check` prints it): for a tp_btf known by an
+    /// older name too, the one this kernel's BTF has.
+    pub hook: String,
     pub status: AttachStatus,
 }
 
@@ -66,10 +69,11 @@ impl LoadedProbes {
     }
 }
 
-/// A probe, its family, and [`plan_one`]'s verdict.
+/// A probe, its family, its hook as this kernel names it, and [`plan_one`]'s verdict.
 type Plan<'a> = (
     &'a dyn Family,
     &'a ProbeSpec,
+    String,
     Result<Option<&'static str>, AttachStatus>,
 );
 
@@ -97,7 +101,10 @@ pub fn load_and_attach(
     let plans: Vec<Plan<'_>> = families
         .iter()
         .flat_map(|f| f.probes().iter().map(move |spec| (f.as_ref(), spec)))
-        .map(|(family, spec)| (family, spec, plan_one(spec, family, kernel, disabled)))
+        .map(|(family, spec)| {
+            let hook = resolved_hook(spec, kernel);
+            (family, spec, hook, plan_one(spec, family, kernel, disabled))
+        })
         .collect();
     kernel.btf = Err(BTF_RELEASED.to_owned());
 
@@ -105,7 +112,7 @@ pub fn load_and_attach(
     // lent to the loader too, which would otherwise parse it again for any CO-RE relocation.
     let needs_btf = plans
         .iter()
-        .any(|(_, spec, plan)| plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. }));
+        .any(|(_, spec, _, plan)| plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. }));
     let aya_btf = if needs_btf {
         AyaBtf::from_sys_fs().map_err(|e| e.to_string())
     } else {
@@ -126,9 +133,10 @@ pub fn load_and_attach(
 
     let reports = plans
         .into_iter()
-        .map(|(family, spec, plan)| ProbeReport {
+        .map(|(family, spec, hook, plan)| ProbeReport {
             family: family.name(),
             spec: *spec,
+            hook,
             status: match plan {
                 Err(status) => status,
                 Ok(event) => match try_attach(&mut ebpf, spec, event, &aya_btf) {
@@ -159,6 +167,18 @@ pub(super) fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> 
                 None => format!("tp_btf {event} does not exist on this kernel"),
             }),
         },
+    }
+}
+
+/// The hook's name on this kernel; both names of a tp_btf when BTF has neither.
+fn resolved_hook(spec: &ProbeSpec, kernel: &KernelInfo) -> String {
+    let found = match (spec.hook, &kernel.btf) {
+        (Hook::BtfTracepoint { event, older }, Ok(btf)) => btf_event(btf, event, older),
+        _ => None,
+    };
+    match found {
+        Some(event) => format!("tp_btf {event}"),
+        None => spec.hook_name(),
     }
 }
 

@@ -1,6 +1,10 @@
 //! Dirty throttling pauses (`balance_dirty_pages`) by device, against an independent bpftrace sum.
 
-use std::{process::Command, time::Instant};
+use std::{
+    fs,
+    process::{Child, Command, ExitStatus},
+    time::{Duration, Instant},
+};
 
 use testkit::{FsKind, LoopFs};
 
@@ -10,6 +14,9 @@ use crate::{
 };
 
 const MIB: u64 = 1 << 20;
+
+/// dd takes about 8 s (32 MiB at 4 MiB/s), also in an emulated VM; far past that it is stuck.
+const DD_LIMIT: Duration = Duration::from_secs(120);
 
 /// A 32 MiB buffered write against an 8 MiB strict per-bdi dirty limit on a 4 MiB/s device: the
 /// writer is throttled, the pause histogram for the device counts the same pauses an independent
@@ -40,11 +47,12 @@ fn throttled_writer_pauses_match_an_independent_trace() {
         fs.dev_string()
     ));
     let started = Instant::now();
-    let status = Command::new("dd")
+    let dd = Command::new("dd")
         .args(["if=/dev/zero", "bs=1M", "count=32", "status=none"])
         .arg(format!("of={}", fs.mountpoint().join("bdp").display()))
-        .status()
+        .spawn()
         .expect("run dd");
+    let status = wait_or_explain(dd, &fs);
     let dd_time = started.elapsed();
     assert!(status.success());
     let traced = tracer.finish();
@@ -72,4 +80,25 @@ fn throttled_writer_pauses_match_an_independent_trace() {
         "dd slept {kernel_sum} s in {} s",
         dd_time.as_secs_f64()
     );
+}
+
+/// Waits up to [`DD_LIMIT`] for `dd`; past it, kills dd and fails with what it is stuck on (its
+/// kernel stack) and the device's writeback state, instead of hanging the test run.
+fn wait_or_explain(mut dd: Child, fs: &LoopFs) -> ExitStatus {
+    let deadline = Instant::now() + DD_LIMIT;
+    loop {
+        if let Some(status) = dd.try_wait().expect("wait for dd") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = |path: String| fs::read_to_string(&path).unwrap_or_else(|e| format!("{path}: {e}"));
+    let stack = read(format!("/proc/{}/stack", dd.id()));
+    let bdi = read(format!("/sys/kernel/debug/bdi/{}/stats", fs.dev_string()));
+    let _ = dd.kill();
+    let _ = dd.wait();
+    panic!("dd still running after {DD_LIMIT:?}; its kernel stack:\n{stack}\nthe bdi:\n{bdi}");
 }

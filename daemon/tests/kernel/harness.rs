@@ -68,6 +68,23 @@ impl TestDaemon {
         self.addr
     }
 
+    /// Whether a test that needs `probe` should skip itself: the kernel skips that probe and
+    /// the VM tier (`WBSCOPE_TEST_ALLOW_SKIPPED=1`) accepts that. Prints `SKIPPED: ` and the
+    /// reason, which `cargo xtask vmtest` reports. Elsewhere `start` has already required it.
+    pub fn skips(&self, probe: &str) -> bool {
+        let why = self.reports().iter().find_map(|r| match &r.status {
+            wbscope::probes::AttachStatus::Skipped(why) if r.spec.program == probe => Some(why),
+            _ => None,
+        });
+        match why {
+            Some(why) => {
+                eprintln!("SKIPPED: probe {probe} is skipped on this kernel ({why})");
+                true
+            }
+            None => false,
+        }
+    }
+
     /// What happened to each probe.
     pub fn reports(&self) -> &[wbscope::probes::ProbeReport] {
         self.daemon

@@ -321,7 +321,14 @@ fn storm_neither_crashes_nor_stalls_the_daemon() {
         dropped("recorder"),
         dropped("trace")
     );
-    assert!(fsyncs > 1000.0, "not a storm: {fsyncs} fsync events");
+    // A storm is what overflows the recorder many times over. Counted in events rather than
+    // fsyncs: an emulated VM manages ~40 fsyncs/s where this host does thousands, and with a
+    // threshold of 0 each fsync brings other stall events with it (4763 for 251 fsyncs there).
+    assert!(
+        all > (5 * BOUND) as f64,
+        "not a storm: {all} events for a recorder of {BOUND}"
+    );
+    assert!(fsyncs > 0.0, "no fsync stalls on {}", fs.loop_name());
     assert!(
         slowest < Duration::from_secs(1),
         "daemon stalled for {slowest:?}"

@@ -80,6 +80,11 @@ fn passes_by_caller(kind: FsKind) {
     let device = fs.loop_name().to_owned();
     let dev = device.as_str();
     let daemon = TestDaemon::start();
+    // xfs writes back through iomap, seen only by wbc_writepage (which needs the kernel's
+    // writeback_control.fbatch, 6.3 and later); ext4 has its own tracepoint.
+    if kind == FsKind::Xfs && daemon.skips("wbc_writepage") {
+        return;
+    }
     let wait = Duration::from_secs(5);
 
     let (before, after) = undisturbed(&daemon, dev, "sync_file_range", |attempt| {

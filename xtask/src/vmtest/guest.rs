@@ -20,17 +20,48 @@ pub struct Plan<'a> {
     pub kernel_tests: &'a Path,
     /// The daemon crate's directory (cargo runs tests there).
     pub crate_dir: &'a Path,
-    /// Exact test names to run (none: all).
+    /// Exact test names to run, each in its own process.
     pub tests: &'a [String],
+    /// Seconds one test may run before the guest dumps what is stuck and kills it.
+    pub test_timeout: u64,
 }
 
-/// Modules the tests need beyond the root: loop devices, xfs, the I/O schedulers the block
-/// tests switch to. Built-in ones make modprobe succeed without loading anything.
 /// The kernel tests' switch that accepts probes this kernel skips (they are reported in the
 /// support table instead).
 const ALLOW_SKIPPED: &str = "WBSCOPE_TEST_ALLOW_SKIPPED";
 
+/// Modules the tests need beyond the root: loop devices, xfs, the I/O schedulers the block
+/// tests switch to. Built-in ones make modprobe succeed without loading anything.
 const TEST_MODULES: &[&str] = &["loop", "xfs", "mq-deadline", "bfq"];
+
+/// Seconds `wbscope check` may take (it loads and attaches every probe: about 10 s under TCG).
+const CHECK_TIMEOUT: u64 = 180;
+
+/// Shell functions of the guest script. `run_test NAME` runs one test in its own session with a
+/// watchdog: past `$LIMIT` seconds it prints the guest's stuck tasks (state, kernel stack),
+/// the loop devices' writeback state and the kernel's blocked-task dump, then kills the test's
+/// whole session, so a hang ends as a failure with the evidence on the console.
+const RUN_TEST: &str = r#"stuck() {
+  echo "@@VMTEST timeout test $1 after ${LIMIT}s; stuck tasks:"
+  for t in /proc/[0-9]*; do
+    s=$(awk '/^State:/ {print $2}' "$t/status" 2>/dev/null)
+    case "$s" in D|R) echo "--- pid ${t#/proc/} $(cat "$t/comm" 2>/dev/null) state $s"; cat "$t/stack" 2>/dev/null;; esac
+  done
+  ps -eo pid,ppid,stat,wchan:32,etime,args 2>/dev/null | grep -v ' \[' | tail -n 40
+  for b in /sys/kernel/debug/bdi/7:*; do [ -e "$b/stats" ] && { echo "--- bdi ${b##*/}"; cat "$b/stats"; }; done
+  echo w > /proc/sysrq-trigger; dmesg | tail -n 80
+}
+run_test() {
+  echo "@@VMTEST begin test $1"
+  setsid "$BIN" --ignored --exact --test-threads=1 --nocapture --color never "$1" 2>&1 &
+  local pid=$!
+  ( sleep "$LIMIT"; stuck "$1"; kill -KILL -- "-$pid" ) &
+  local dog=$!
+  wait "$pid"; local rc=$?
+  kill "$dog" 2>/dev/null; wait "$dog" 2>/dev/null
+  echo "@@VMTEST end test $1 rc=$rc"
+}
+"#;
 
 /// Writes the executable guest script to `path`.
 pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
@@ -56,23 +87,25 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
          mount -t cgroup -o blkio blkio /sys/fs/cgroup/blkio || echo '@@VMTEST no blkio cgroup'\n",
     );
     let _ = writeln!(s, "echo '@@VMTEST begin check'");
-    let _ = writeln!(s, "{} check 2>&1", q(plan.wbscope));
-    let _ = writeln!(s, "echo \"@@VMTEST end check rc=$?\"");
-    // No names: every kernel test.
-    let filter = if plan.tests.is_empty() {
-        String::new()
-    } else {
-        format!(" --exact {}", plan.tests.join(" "))
-    };
-    let _ = writeln!(s, "echo '@@VMTEST begin tests'");
     let _ = writeln!(
         s,
-        "cd {} && RUST_BACKTRACE=1 NO_COLOR=1 {}=1 {} --ignored --test-threads=1 --nocapture --color never{filter} 2>&1",
-        q(plan.crate_dir),
-        ALLOW_SKIPPED,
-        q(plan.kernel_tests),
+        "timeout -k 10 {CHECK_TIMEOUT} {} check 2>&1",
+        q(plan.wbscope)
     );
-    let _ = writeln!(s, "echo \"@@VMTEST end tests rc=$?\"");
+    let _ = writeln!(s, "echo \"@@VMTEST end check rc=$?\"");
+    let _ = writeln!(s, "cd {} || exit 1", q(plan.crate_dir));
+    let _ = writeln!(
+        s,
+        "export RUST_BACKTRACE=1 NO_COLOR=1 {ALLOW_SKIPPED}=1 BIN={} LIMIT={}",
+        q(plan.kernel_tests),
+        plan.test_timeout
+    );
+    s.push_str(RUN_TEST);
+    s.push_str("SECONDS=0\n");
+    for test in plan.tests {
+        let _ = writeln!(s, "run_test '{}'", test.replace('\'', ""));
+    }
+    s.push_str("echo \"@@VMTEST tests finished in ${SECONDS}s\"\n");
     fs::write(path, s).with_context(|| format!("write {}", path.display()))?;
     Cmd::new("chmod").arg("755").arg(path).run()
 }
@@ -135,33 +168,6 @@ pub fn header_notes(check: &str) -> Vec<String> {
         .collect()
 }
 
-/// libtest's `test result: ...` line, and each test's outcome: `FAILED` when listed under the
-/// closing `failures:` block, else `ok` (log lines can sit between a test's name and outcome).
-pub fn test_summary(tests: &str) -> (Option<String>, Vec<(String, String)>) {
-    let result = tests
-        .lines()
-        .find_map(|l| l.strip_prefix("test result: "))
-        .map(str::to_owned);
-    let failed: Vec<&str> = tests
-        .lines()
-        .filter_map(|l| l.strip_prefix("    "))
-        .map(str::trim)
-        .collect();
-    let each = tests
-        .lines()
-        .filter_map(|l| l.strip_prefix("test ")?.split_once(" ..."))
-        .map(|(name, _)| {
-            let outcome = if failed.contains(&name) {
-                "FAILED"
-            } else {
-                "ok"
-            };
-            (name.to_owned(), outcome.to_owned())
-        })
-        .collect();
-    (result, each)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,11 +177,10 @@ mod tests {
         PROBE  HOOK  STATUS\nwriteback_queue  tracepoint writeback/writeback_queue  attached\n\
         block_io_start  tp_btf block_io_start  skipped: no tracepoint block/block_io_start\n\
         \n35 of 36 probes attach on this kernel\n@@VMTEST end check rc=0\n\
-        @@VMTEST begin tests\ntest block::a ... ok\ntest sync_calls::b ... FAILED\n\
-        failures:\n    sync_calls::b\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored\n@@VMTEST end tests rc=101\n";
+        @@VMTEST begin test block::a\nrunning 1 test\nno newline@@VMTEST end test block::a rc=101\n";
 
     #[test]
-    fn reads_framed_sections_and_summaries() {
+    fn reads_framed_sections() {
         let check = section(CONSOLE, "check").unwrap();
         assert_eq!(check.rc, Some(0));
         assert_eq!(attached(&check.text), Some((35, 36)));
@@ -190,22 +195,11 @@ mod tests {
                 "skipped: no tracepoint block/block_io_start".to_owned()
             )]
         );
-        let tests = section(CONSOLE, "tests").unwrap();
-        assert_eq!(tests.rc, Some(101));
-        let (result, each) = test_summary(&tests.text);
-        assert_eq!(
-            result.as_deref(),
-            Some("FAILED. 1 passed; 1 failed; 0 ignored")
-        );
-        assert_eq!(
-            each,
-            [
-                ("block::a".to_owned(), "ok".to_owned()),
-                ("sync_calls::b".to_owned(), "FAILED".to_owned())
-            ]
-        );
+        let test = section(CONSOLE, "test block::a").unwrap();
+        assert_eq!(test.rc, Some(101));
+        assert_eq!(test.text, "running 1 test\nno newline");
         assert!(section(CONSOLE, "absent").is_none());
-        let cut = "@@VMTEST begin tests\ntest x ... ok\n";
-        assert_eq!(section(cut, "tests").unwrap().rc, None);
+        let cut = "@@VMTEST begin test x\nrunning\n";
+        assert_eq!(section(cut, "test x").unwrap().rc, None);
     }
 }

@@ -6,6 +6,7 @@ mod boot;
 mod guest;
 mod initramfs;
 mod kernel;
+mod outcome;
 mod report;
 
 use std::fs;
@@ -54,6 +55,17 @@ pub const DEFAULT_TESTS: &[&str] = &[
 /// Boots of one kernel that died before our init ran, before giving up.
 const BOOT_ATTEMPTS: u32 = 3;
 
+/// Seconds one test may run in the guest unless `--test-timeout` says otherwise.
+pub const DEFAULT_TEST_TIMEOUT: u64 = 300;
+
+/// The default QEMU limit's share for booting and `wbscope check` (about a minute together
+/// under emulation on a busy host).
+const BOOT_AND_CHECK_SECS: u64 = 300;
+
+/// The default QEMU limit's share per test beyond its own limit: the watchdog's dump and
+/// starting the next test.
+const PER_TEST_SLACK_SECS: u64 = 30;
+
 /// Arguments of `cargo xtask vmtest`.
 #[derive(clap::Args, Debug)]
 pub struct VmtestArgs {
@@ -63,9 +75,14 @@ pub struct VmtestArgs {
     /// Run this kernel test (exact name, repeatable) instead of the default subset.
     #[arg(long = "test")]
     pub tests: Vec<String>,
-    /// Seconds one boot may take before QEMU is killed.
-    #[arg(long, default_value_t = 1500)]
-    pub timeout: u64,
+    /// Seconds one boot may take before QEMU is killed (default: time for the boot, the check
+    /// and every test's own limit).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Seconds one test may take in the guest before it is killed, with the guest's stuck
+    /// tasks printed (the default subset takes 5–60 s per test under emulation).
+    #[arg(long, default_value_t = DEFAULT_TEST_TIMEOUT)]
+    pub test_timeout: u64,
     /// Run every kernel test instead of the default subset.
     #[arg(long, conflicts_with = "tests")]
     pub all_tests: bool,
@@ -88,7 +105,7 @@ pub fn run(pins: &Pins, args: &VmtestArgs) -> Result<()> {
     let kernel_tests = build_kernel_tests(pins)?;
     let cache = pins.root.join("target/vmtest");
     let tests: Vec<String> = if args.all_tests {
-        Vec::new()
+        list_kernel_tests(&kernel_tests)?
     } else if args.tests.is_empty() {
         DEFAULT_TESTS.iter().map(|t| (*t).to_owned()).collect()
     } else {
@@ -99,7 +116,7 @@ pub fn run(pins: &Pins, args: &VmtestArgs) -> Result<()> {
     let mut results = vec![host];
     for series in args.kernel.series() {
         println!("==> vmtest: Linux {series}");
-        let mut result = boot_one(pins, series, &cache, &kernel_tests, &tests, args.timeout)?;
+        let mut result = boot_one(pins, series, &cache, &kernel_tests, &tests, args)?;
         // Only what this kernel lacks and the host has.
         result
             .notes
@@ -139,7 +156,7 @@ fn boot_one(
     cache: &Path,
     kernel_tests: &Path,
     tests: &[String],
-    timeout: u64,
+    args: &VmtestArgs,
 ) -> Result<KernelResult> {
     let start = Instant::now();
     let kernel = kernel::prepare(series, cache)?;
@@ -157,6 +174,7 @@ fn boot_one(
             kernel_tests,
             crate_dir: &pins.root.join("daemon"),
             tests,
+            test_timeout: args.test_timeout,
         },
         &script,
     )?;
@@ -167,7 +185,9 @@ fn boot_one(
         scratch: &scratch,
         guest_script: &script,
         memory_mib: 3072,
-        timeout: Duration::from_secs(timeout),
+        timeout: Duration::from_secs(args.timeout.unwrap_or_else(|| {
+            BOOT_AND_CHECK_SECS + tests.len() as u64 * (args.test_timeout + PER_TEST_SLACK_SECS)
+        })),
         log: &log,
     };
     let mut console = boot::run(&boot)?;
@@ -186,24 +206,8 @@ fn boot_one(
     let check = guest::section(&console, "check");
     let check_text = check.as_ref().map(|s| s.text.as_str()).unwrap_or("");
     fs::write(work.join("check.txt"), check_text).context("write check.txt")?;
-    let (test_line, each) = match guest::section(&console, "tests") {
-        Some(s) => {
-            let (line, each) = guest::test_summary(&s.text);
-            let ok = s.rc == Some(0);
-            (line.map(|l| (l, ok)), each)
-        }
-        None => (None, Vec::new()),
-    };
-    for (name, outcome) in &each {
-        println!("    {name}: {outcome}");
-    }
+    let (tests_ok, tests_text) = read_tests(&console, tests);
     let check_ok = check.as_ref().is_some_and(|s| s.rc == Some(0));
-    let tests_ok = test_line.as_ref().is_some_and(|(_, ok)| *ok);
-    let tests_text = match &test_line {
-        Some((line, _)) => short_result(line),
-        None if console.contains("@@VMTEST timeout") => "timed out".to_owned(),
-        None => "no result (see console.log)".to_owned(),
-    };
     Ok(KernelResult {
         release: kernel.release.clone(),
         source: format!("Debian `{}` in QEMU", kernel.package),
@@ -216,14 +220,49 @@ fn boot_one(
     })
 }
 
-/// libtest's result line without the counts that are always 0 or only say what was filtered.
-fn short_result(line: &str) -> String {
-    line.split("; ")
-        .filter(|part| {
-            !part.contains("ignored") && !part.contains("measured") && !part.contains("filtered")
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+/// Prints each test's outcome, the console's tail when the guest did not finish and the
+/// kernel's own warnings; returns whether every test passed (or skipped) and the summary line.
+fn read_tests(console: &str, tests: &[String]) -> (bool, String) {
+    let runs = outcome::read(console, tests);
+    outcome::print(&runs);
+    let finished = console.contains("@@VMTEST exit rc=");
+    if !finished {
+        // Timed out or crashed: what the guest printed last says where.
+        println!(
+            "--- the guest did not finish{}; the console's last lines:\n{}",
+            if console.contains("@@VMTEST timeout after") {
+                " in time (QEMU was killed)"
+            } else {
+                ""
+            },
+            outcome::tail(console, outcome::TAIL_LINES)
+        );
+    }
+    let warnings = outcome::kernel_warnings(console);
+    if !warnings.is_empty() {
+        println!("--- the guest kernel complained:");
+        for line in &warnings {
+            println!("{line}");
+        }
+    }
+    let ok = finished && runs.iter().all(|r| r.outcome.is_ok());
+    (ok, outcome::summary(&runs, outcome::guest_secs(console)))
+}
+
+/// Every kernel test's name, from the test binary's `--list`.
+fn list_kernel_tests(kernel_tests: &Path) -> Result<Vec<String>> {
+    let out = Cmd::new(kernel_tests)
+        .args(["--list", "--ignored"])
+        .capture()?;
+    let names: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_owned)
+        .collect();
+    if names.is_empty() {
+        bail!("{} --list named no tests", kernel_tests.display());
+    }
+    Ok(names)
 }
 
 /// `wbscope check` on the host's own kernel, for the table's first row (the kernel tier runs
