@@ -26,7 +26,10 @@ use probe_common::block::{
     HAS_START_TIME, HAS_STATS_FLAG, RqStats,
 };
 
-use crate::hist::{record, value_or_insert};
+use crate::{
+    btf_load::load,
+    hist::{record, value_or_insert},
+};
 
 /// Resolved by the daemon from BTF; all zero (unresolved) makes every probe here a no-op.
 /// A plain static read field by field with [`layout!`] rather than an `aya_ebpf::Global`, whose
@@ -62,17 +65,6 @@ static BLOCK_BIO_COUNTS: PerCpuHashMap<BlockKey, BioCounts> =
 /// requests whose completion is never seen (attach races, driver timeouts) cannot fill it.
 #[map]
 static BLOCK_INFLIGHT: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16384, 0);
-
-/// `*(T *)(base + off)` as a plain load. `base` is a tp_btf argument or a pointer member loaded
-/// from one, so the verifier knows its BTF type: it checks the load-time constant offset against
-/// the struct's members and turns the load into a fault-safe one (a bad address reads 0). No
-/// helper call, which on these hot hooks is most of what a `bpf_probe_read_kernel` costs.
-#[inline(always)]
-fn load<T>(base: u64, off: u32) -> T {
-    // SAFETY: see above; the verifier refuses the program at load time if `off` is not a
-    // member of `T`'s size in the pointed-to struct, and faults are handled by the kernel.
-    unsafe { core::ptr::read_volatile((base + off as u64) as *const T) }
-}
 
 #[inline(always)]
 fn now() -> u64 {

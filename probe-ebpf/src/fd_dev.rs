@@ -9,7 +9,7 @@
 
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated};
 
-use crate::globals::FD_DEV_LAYOUT;
+use crate::{btf_load::load, globals::FD_DEV_LAYOUT};
 
 /// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
 const S_IFMT: u16 = 0o170000;
@@ -25,15 +25,6 @@ pub fn read<T>(addr: u64) -> Option<T> {
     // SAFETY: bpf_probe_read_kernel copies from an arbitrary kernel address into a stack value
     // and returns an error instead of faulting on a bad address.
     unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
-}
-
-/// `*(T *)(base + offset)` as a plain load through a BTF-typed pointer (the current task, or a
-/// struct pointer member loaded from one): the verifier checks the load-time constant offset
-/// against the struct's BTF and makes the load fault-safe, with no helper call.
-#[inline(always)]
-fn load<T>(base: u64, offset: u32) -> T {
-    // SAFETY: see above: a bad offset is refused at load time, a faulting load reads 0.
-    unsafe { core::ptr::read_volatile((base + offset as u64) as *const T) }
 }
 
 /// The address of the inode behind `fd` of the current task, if it can be read. The task's

@@ -33,7 +33,10 @@ use probe_common::{
     hist::Log2Hist,
 };
 
-use crate::hist::{record, value_or_insert};
+use crate::{
+    btf_load::load,
+    hist::{record, value_or_insert},
+};
 
 /// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
 // `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
@@ -105,17 +108,6 @@ pub fn folio_wait_sched_switch(ctx: BtfTracePointContext) -> u32 {
 #[inline(always)]
 fn arg_u64(ctx: &BtfTracePointContext, n: usize) -> Option<u64> {
     Some(ctx.arg::<u64>(n))
-}
-
-/// `*(T *)(base + offset)` as a plain load: `base` is a BTF-typed tp_btf argument (or a pointer
-/// member loaded from one), so the verifier checks the load-time constant offset against the
-/// struct's BTF and makes the load fault-safe. No helper call, unlike `bpf_probe_read_kernel`,
-/// which matters on sched_switch, the hottest hook there is.
-#[inline(always)]
-fn load<T>(base: u64, offset: u32) -> T {
-    // SAFETY: see above: a bad offset is refused by the verifier at load time, and a faulting
-    // load reads 0 instead of crashing.
-    unsafe { core::ptr::read_volatile((base + offset as u64) as *const T) }
 }
 
 #[inline(always)]

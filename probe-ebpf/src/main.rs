@@ -13,6 +13,7 @@
 #![allow(internal_features)]
 
 mod block;
+mod btf_load;
 mod dirty_throttle;
 mod fd_dev;
 mod folio_wait;

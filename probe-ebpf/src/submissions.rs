@@ -40,6 +40,7 @@ use probe_common::submission::{
 };
 
 use crate::{
+    btf_load::load,
     fd_dev::{dev_of_inode, read},
     hist::value_or_insert,
     sync_calls::SYNC_INFLIGHT,
@@ -150,14 +151,6 @@ pub fn writeback_single_inode(_ctx: BtfTracePointContext) -> u32 {
         end_pass(tid);
     }
     0
-}
-
-/// `*(T *)(base + offset)` through a BTF-typed pointer (see the caller).
-#[inline(always)]
-fn load<T>(base: u64, offset: u32) -> T {
-    // SAFETY: `base` is a tp_btf argument or a pointer member loaded from one; the verifier
-    // refuses the program if `offset` is not a member of `T`'s size, and a faulting load reads 0.
-    unsafe { core::ptr::read_volatile((base + offset as u64) as *const T) }
 }
 
 #[btf_tracepoint(function = "ext4_writepages_result")]

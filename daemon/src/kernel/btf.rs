@@ -331,21 +331,7 @@ impl Btf {
                 name: typedef.clone(),
                 kind: "typedef",
             })?;
-        let Some(Type {
-            kind: Kind::Ptr,
-            size_or_type: proto,
-            ..
-        }) = self.get(self.resolve(id)?)
-        else {
-            return Err(not_found());
-        };
-        let Some(Type {
-            kind: Kind::FuncProto(params),
-            ..
-        }) = self.get(self.resolve(*proto)?)
-        else {
-            return Err(not_found());
-        };
+        let params = self.func_proto_params(id)?.ok_or_else(not_found)?;
         for (index, param) in params.iter().skip(1).enumerate() {
             let Some(Type {
                 kind: Kind::Ptr,
@@ -367,6 +353,27 @@ impl Btf {
         Err(not_found())
     }
 
+    /// The parameter type ids of the function prototype that type `id` (a `btf_trace_<event>`
+    /// typedef) points to, the hidden `void *` context first; `None` if it is not a pointer to a
+    /// function prototype.
+    fn func_proto_params(&self, id: u32) -> Result<Option<&[u32]>, BtfError> {
+        let Some(Type {
+            kind: Kind::Ptr,
+            size_or_type: proto,
+            ..
+        }) = self.get(self.resolve(id)?)
+        else {
+            return Ok(None);
+        };
+        Ok(match self.get(self.resolve(*proto)?) {
+            Some(Type {
+                kind: Kind::FuncProto(params),
+                ..
+            }) => Some(params),
+            _ => None,
+        })
+    }
+
     /// Number of arguments of tp_btf `event` (after the hidden `void *` context), from the
     /// `btf_trace_<event>` typedef: how probes that read a scalar argument by position check
     /// that the prototype is the one they were written for.
@@ -377,21 +384,7 @@ impl Btf {
             kind: "typedef of a function prototype pointer",
         };
         let id = self.ids(&typedef).next().ok_or_else(not_found)?;
-        let Some(Type {
-            kind: Kind::Ptr,
-            size_or_type: proto,
-            ..
-        }) = self.get(self.resolve(id)?)
-        else {
-            return Err(not_found());
-        };
-        let Some(Type {
-            kind: Kind::FuncProto(params),
-            ..
-        }) = self.get(self.resolve(*proto)?)
-        else {
-            return Err(not_found());
-        };
+        let params = self.func_proto_params(id)?.ok_or_else(not_found)?;
         u32::try_from(params.len().saturating_sub(1)).map_err(|_| not_found())
     }
 
