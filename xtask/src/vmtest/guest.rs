@@ -78,9 +78,13 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
     );
     // The tests scrape the in-process daemon over loopback, which nothing else brings up.
     s.push_str("ip link set lo up || echo '@@VMTEST loopback not up'\n");
-    // The scratch disk holds /tmp, where the test fixtures put their loop images, so they are
-    // written to a disk rather than guest memory.
-    s.push_str("mount -t ext4 /dev/vda /tmp && chmod 1777 /tmp || echo '@@VMTEST scratch disk not mounted'\n");
+    // The scratch disk is the guest's TMPDIR, where the test fixtures put their loop images, so
+    // they are written to a disk rather than guest memory. It is mounted under /run rather than
+    // over /tmp, which must stay the host's: the checkout under test may live there.
+    s.push_str(
+        "mkdir -p /run/scratch && mount -t ext4 /dev/vda /run/scratch && chmod 1777 /run/scratch \
+         && export TMPDIR=/run/scratch || echo '@@VMTEST scratch disk not mounted'\n",
+    );
     // testkit throttles loop devices through the cgroup v1 blkio controller at the root.
     s.push_str(
         "mount -t tmpfs cgroup /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/blkio && \

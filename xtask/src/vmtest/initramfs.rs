@@ -112,9 +112,11 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The init: load the packed modules (twice, in case one raced its dependency's probe), mount
-/// the host root read-only (virtiofsd has no read-only mode), the pseudo filesystems and
-/// tmpfs scratch dirs, then run the script named by `guestcmd=` on the command line in a chroot
-/// and power off. The script's exit status is printed for the host to read.
+/// the host root read-only (virtiofsd has no read-only mode), the pseudo filesystems and a
+/// tmpfs on /run, then run the script named by `guestcmd=` on the command line in a chroot and
+/// power off. The script's exit status is printed for the host to read. Nothing is mounted over
+/// the host's /tmp, /root or /mnt: the checkout under test (and its target directory) may live
+/// there, and the guest runs it from the shared root.
 const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -128,7 +130,7 @@ mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys; mount -t devt
 mount -t tracefs tracefs /newroot/sys/kernel/tracing
 mount -t debugfs debugfs /newroot/sys/kernel/debug
 mount -t bpf bpf /newroot/sys/fs/bpf
-for d in tmp run root mnt; do mount -t tmpfs tmpfs /newroot/$d; done
+mount -t tmpfs tmpfs /newroot/run
 CMD=$(sed -n 's/.*guestcmd=\([^ ]*\).*/\1/p' /proc/cmdline)
 chroot /newroot /bin/bash -c "cd /; HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin $CMD"
 echo "@@VMTEST exit rc=$? up $(cut -d' ' -f1 /proc/uptime)s"
