@@ -44,18 +44,7 @@ pub fn dashboard() -> Dashboard {
                     syncs::sync_file_range_flags(s),
                 ],
             ),
-            Row::new(
-                "Block layer",
-                vec![
-                    block::requests(s),
-                    block::throughput(s),
-                    block::heatmap(s),
-                    block::latency_quantiles(s),
-                    block::queue_latency(s),
-                    block::flags(s),
-                    block::errors(s),
-                ],
-            ),
+            block::row(s),
             Row::new(
                 "Throttling and writeback waits",
                 vec![

@@ -58,18 +58,7 @@ pub fn dashboard() -> Dashboard {
                     memory::share_of_ram(s),
                 ],
             ),
-            Row::new(
-                "Block layer",
-                vec![
-                    block::requests(s),
-                    block::throughput(s),
-                    block::heatmap(s),
-                    block::latency_quantiles(s),
-                    block::queue_latency(s),
-                    block::flags(s),
-                    block::errors(s),
-                ],
-            ),
+            block::row(s),
             Row::new(
                 "Journal and filesystems",
                 vec![

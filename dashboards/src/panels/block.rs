@@ -1,10 +1,26 @@
 //! Block layer: request rates and bytes by op and REQ_SYNC, latency, queue time, flags at bio
 //! and request level, errors.
 
-use crate::model::{Panel, Query, Viz};
+use crate::model::{Panel, Query, Row, Viz};
 use crate::scope::Scope;
 
 const LATENCY: &str = "wbscope_block_request_latency_seconds";
+
+/// The "Block layer" row, the same in every dashboard.
+pub fn row(s: Scope) -> Row {
+    Row::new(
+        "Block layer",
+        vec![
+            requests(s),
+            throughput(s),
+            heatmap(s),
+            latency_quantiles(s),
+            queue_latency(s),
+            flags(s),
+            errors(s),
+        ],
+    )
+}
 
 /// Requests issued per second by op and sync.
 pub fn requests(s: Scope) -> Panel {
