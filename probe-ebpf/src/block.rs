@@ -134,6 +134,19 @@ fn count_flags(counters: &mut [u64; FLAG_COUNT], opf: u32) {
     }
 }
 
+/// The request's disk: `rq->rq_disk` where the request has one ([`DISK_IN_REQUEST`]), else
+/// `rq->q->disk`.
+#[inline(always)]
+fn request_disk(rq: &RqFields) -> Option<u64> {
+    if layout!(features) & DISK_IN_REQUEST != 0 {
+        Some(rq.disk)
+    } else if rq.q != 0 {
+        Some(load(rq.q, layout!(disk)))
+    } else {
+        None
+    }
+}
+
 /// The whole-disk device as the classic `block_rq_*` tracepoints report it:
 /// `MKDEV(disk->major, disk->first_minor)`.
 #[inline(always)]
@@ -182,14 +195,7 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let features = layout!(features);
     let rq_addr = arg(ctx, layout!(issue_arg));
     let rq = rq_fields(rq_addr, true, false)?;
-    if rq.q == 0 && features & DISK_IN_REQUEST == 0 {
-        return None;
-    }
-    let disk = if features & DISK_IN_REQUEST != 0 {
-        rq.disk
-    } else {
-        load(rq.q, layout!(disk))
-    };
+    let disk = request_disk(&rq)?;
     let queue_flags = if features & HAS_STATS_FLAG != 0 && rq.q != 0 {
         Some(load::<u64>(rq.q, layout!(q_queue_flags)))
     } else {
@@ -250,14 +256,7 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     if nr_bytes == 0 && (op == layout!(op_read) || op == layout!(op_write)) {
         return None; // a second (flush-sequence) completion, or a pre-flush never issued
     }
-    let disk = if layout!(features) & DISK_IN_REQUEST != 0 {
-        rq.disk
-    } else if rq.q != 0 {
-        load(rq.q, layout!(disk))
-    } else {
-        return None;
-    };
-    let key = key(disk_dev(disk)?, rq.opf);
+    let key = key(disk_dev(request_disk(&rq)?)?, rq.opf);
     let t = now();
     let stamped = rq.io_start_ns;
     let issued = if stamped != 0 {

@@ -41,7 +41,8 @@ pub static JOURNAL_FMT: Global<JournalFormat> = Global::new(JournalFormat {
     xlog_lsn: 0,
 });
 
-/// XFS log writes in flight (several iclogs can be). LRU: a start whose end we never see (attach race) must not pin an entry.
+/// XFS log writes in flight (several iclogs can be). LRU: a start whose end we never see
+/// (attach race) must not pin an entry.
 #[map]
 static COMMITS_INFLIGHT: LruHashMap<CommitKey, u64> = LruHashMap::with_max_entries(4096, 0);
 

@@ -8,9 +8,8 @@
 //! (`all`); msync's device is filled in by the filesystem's fsync event (see `msync_dev`).
 //!
 //! The in-flight entry per thread id is also the "inside sync call X" marker that the writeback
-//! submission probes (`submissions`) read to attribute writepages passes to their caller (an
-//! idle entry, `syscall == IDLE`, means "not in a sync call"), and it carries the call's
-//! stall-event breakdown (`stall_events`).
+//! submission probes (`submissions`) read to attribute writepages passes to their caller, and it
+//! carries the call's stall-event breakdown (`stall_events`).
 
 use aya_ebpf::{
     Global,

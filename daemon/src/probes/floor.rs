@@ -7,19 +7,13 @@
 //! same run, measures that floor, so the benchmark can tell wbscope's own work from the host's
 //! fixed cost per hook.
 
-use aya::{
-    Btf as AyaBtf, Ebpf,
-    programs::{BtfTracePoint, TracePoint},
-};
+use aya::{Btf as AyaBtf, Ebpf};
 
 use super::{
-    catalog::{Hook, ProbeSpec},
-    loader::{btf_event, error_chain, hook_gap},
+    catalog::Hook,
+    loader::{attach_program, error_chain, plan_one},
 };
-use crate::{
-    families::{self, Family},
-    kernel::KernelInfo,
-};
+use crate::{families, kernel::KernelInfo};
 
 /// The empty programs (`probe-ebpf/src/bin/floor.rs`), embedded like the probes.
 static FLOOR_OBJECT: &[u8] =
@@ -65,13 +59,16 @@ pub fn attach_floor(disabled: &[String]) -> Result<Floor, FloorError> {
     };
     for family in &families {
         for spec in family.probes() {
-            if !would_attach(spec, family.as_ref(), &kernel, disabled) || seen.contains(&spec.hook)
-            {
+            // The loader's own rules: not disabled, neither the hook nor the layout missing.
+            let Ok(btf_event) = plan_one(spec, family.as_ref(), &kernel, disabled) else {
+                continue;
+            };
+            if seen.contains(&spec.hook) {
                 continue;
             }
             seen.push(spec.hook);
             let name = spec.hook_name();
-            match attach_one(spec, &kernel, &aya_btf) {
+            match attach_one(spec.hook, btf_event, &aya_btf) {
                 Ok((ebpf, id)) => {
                     floor._objects.push(ebpf);
                     floor.hooks.push((name, Ok(id)));
@@ -83,52 +80,24 @@ pub fn attach_floor(disabled: &[String]) -> Result<Floor, FloorError> {
     Ok(floor)
 }
 
-/// The loader's own rules: not disabled, and neither the hook nor the family's layout missing.
-fn would_attach(
-    spec: &ProbeSpec,
-    family: &dyn Family,
-    kernel: &KernelInfo,
-    disabled: &[String],
-) -> bool {
-    !disabled
-        .iter()
-        .any(|d| d == spec.program || d == family.name())
-        && hook_gap(spec, kernel).is_none()
-        && family.gap(spec).is_none()
-}
-
+/// Loads a copy of the floor object and attaches its empty program for `hook` there; returns the
+/// object (which keeps it attached) and the program's id.
 fn attach_one(
-    spec: &ProbeSpec,
-    kernel: &KernelInfo,
+    hook: Hook,
+    btf_event: Option<&str>,
     aya_btf: &Result<AyaBtf, String>,
 ) -> Result<(Ebpf, u32), String> {
     let mut ebpf = Ebpf::load(FLOOR_OBJECT).map_err(|e| error_chain(&e))?;
-    let id = match spec.hook {
-        Hook::Tracepoint { category, event } => {
-            let program = ebpf
-                .program_mut("floor_tracepoint")
-                .ok_or("floor_tracepoint is missing from the floor object")?;
-            let tp: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
-            tp.load().map_err(|e| error_chain(&e))?;
-            tp.attach(category, event).map_err(|e| error_chain(&e))?;
-            tp.info().map_err(|e| error_chain(&e))?.id()
-        }
-        Hook::BtfTracepoint { event, older } => {
-            let event = match &kernel.btf {
-                Ok(btf) => btf_event(btf, event, older).unwrap_or(event),
-                Err(_) => event,
-            };
-            let btf = aya_btf
-                .as_ref()
-                .map_err(|why| format!("kernel BTF for aya: {why}"))?;
-            let program = ebpf
-                .program_mut("floor_btf")
-                .ok_or("floor_btf is missing from the floor object")?;
-            let tp: &mut BtfTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
-            tp.load(event, btf).map_err(|e| error_chain(&e))?;
-            tp.attach().map_err(|e| error_chain(&e))?;
-            tp.info().map_err(|e| error_chain(&e))?.id()
-        }
+    let name = match hook {
+        Hook::Tracepoint { .. } => "floor_tracepoint",
+        Hook::BtfTracepoint { .. } => "floor_btf",
     };
+    attach_program(&mut ebpf, name, hook, btf_event, aya_btf)?;
+    let id = ebpf
+        .program(name)
+        .ok_or_else(|| format!("{name} is missing from the floor object"))?
+        .info()
+        .map_err(|e| error_chain(&e))?
+        .id();
     Ok((ebpf, id))
 }

@@ -154,7 +154,7 @@ pub fn load_and_attach(
 }
 
 /// Why the hook itself is missing on this kernel, if it is.
-pub(super) fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
+fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
     match spec.hook {
         Hook::Tracepoint { category, event } => (!kernel.tracefs.event_exists(category, event))
             .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
@@ -184,7 +184,7 @@ fn resolved_hook(spec: &ProbeSpec, kernel: &KernelInfo) -> String {
 
 /// The name under which this kernel's BTF has the event (`btf_trace_<name>`): `event`, else
 /// `older`.
-pub(super) fn btf_event(
+fn btf_event(
     btf: &crate::kernel::btf::Btf,
     event: &'static str,
     older: Option<&'static str>,
@@ -196,7 +196,7 @@ pub(super) fn btf_event(
 
 /// Whether `spec` is to be attached: `Ok` with the tp_btf event name this kernel has (`None`
 /// for classic tracepoints), or the final status (disabled, skipped).
-fn plan_one(
+pub(super) fn plan_one(
     spec: &ProbeSpec,
     family: &dyn Family,
     kernel: &KernelInfo,
@@ -225,10 +225,22 @@ fn try_attach(
     btf_event: Option<&str>,
     aya_btf: &Result<AyaBtf, String>,
 ) -> Result<(), String> {
+    attach_program(ebpf, spec.program, spec.hook, btf_event, aya_btf)
+}
+
+/// Loads program `name` of `ebpf` and attaches it to `hook`; `btf_event` is the tp_btf event
+/// name this kernel has (from [`plan_one`]).
+pub(super) fn attach_program(
+    ebpf: &mut Ebpf,
+    name: &str,
+    hook: Hook,
+    btf_event: Option<&str>,
+    aya_btf: &Result<AyaBtf, String>,
+) -> Result<(), String> {
     let program = ebpf
-        .program_mut(spec.program)
-        .ok_or_else(|| format!("program {} is missing from the eBPF object", spec.program))?;
-    match spec.hook {
+        .program_mut(name)
+        .ok_or_else(|| format!("program {name} is missing from the eBPF object"))?;
+    match hook {
         Hook::Tracepoint { category, event } => {
             let tp: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
             tp.load().map_err(|e| error_chain(&e))?;
