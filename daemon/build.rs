@@ -1,5 +1,5 @@
 //! Builds the eBPF programs (`probe-ebpf`) for the BPF target with the pinned nightly toolchain
-//! and places the object in OUT_DIR, from where `src/probes/object.rs` embeds it.
+//! and places the object in OUT_DIR, from where `src/probes/mod.rs` embeds it.
 
 use anyhow::{Context as _, anyhow};
 use aya_build::{Package, Toolchain};

@@ -31,7 +31,7 @@ const LATENCY: &str = "wbscope_block_request_latency_seconds";
 const QUEUE: &str = "wbscope_block_queue_latency_seconds";
 const ERRORS: &str = "wbscope_block_request_errors_total";
 
-/// Names and help texts (METRICS.md is the contract).
+/// Names and help texts (documented in docs/metrics.md, generated from them).
 const FAMILIES: &[(&str, &str)] = &[
     (
         REQUESTS,

@@ -50,7 +50,7 @@ const BDI_METRICS: &[(&str, &str)] = &[
 const PSI_METRIC: &str = "wbscope_pressure_io_stalled_seconds_total";
 const MEMORY_TOTAL: &str = "wbscope_memory_total_bytes";
 
-/// Names and help texts (METRICS.md is the contract).
+/// Names and help texts (documented in docs/metrics.md, generated from them).
 const FAMILIES: &[(&str, &str)] = &[
     ("wbscope_dirty_bytes", "System dirty page cache (nr_dirty)."),
     (
