@@ -167,7 +167,20 @@ impl Daemon {
         let server = tokio::spawn(server::serve_with(
             listener,
             Arc::new(registry),
-            stalls.router().merge(processes.router()),
+            stalls
+                .router()
+                .merge(processes.router())
+                .merge(crate::server_landing::router(
+                    crate::server_landing::Landing {
+                        kernel: kernel.release.clone(),
+                        endpoints: vec![
+                            crate::server_landing::METRICS,
+                            crate::server_landing::STALLS,
+                            crate::server_landing::PROCESSES,
+                        ],
+                        probes: loaded.reports.clone(),
+                    },
+                )),
             web.clone(),
             async move {
                 let _ = stopped.await;

@@ -70,6 +70,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
     let Config {
         listen,
         log_level,
+        log_format,
         ignore_own_io,
         disabled_probes,
         stalls,
@@ -84,6 +85,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: running.listen.to_string(),
             requested: listen.to_string(),
             why: "the listener is bound once, before the probes load",
+        });
+    }
+    if log_format != running.log_format {
+        refused.push(Refusal {
+            key: "log_format",
+            running: format!("{:?}", running.log_format).to_lowercase(),
+            requested: format!("{log_format:?}").to_lowercase(),
+            why: "the log writer is installed once, at start",
         });
     }
     if ignore_own_io != running.ignore_own_io {
@@ -151,6 +160,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         config: Config {
             listen: running.listen,
             log_level,
+            log_format: running.log_format,
             ignore_own_io: running.ignore_own_io,
             disabled_probes: running.disabled_probes.clone(),
             stalls: crate::stalls::config::StallsConfig {
@@ -211,6 +221,7 @@ mod tests {
         let requested = Config {
             listen: "127.0.0.1:1".parse().unwrap(),
             log_level: LogLevel::Warn,
+            log_format: crate::config::LogFormat::Json,
             ignore_own_io: false,
             disabled_probes: vec!["journal".into()],
             stalls: Default::default(),
@@ -227,6 +238,7 @@ mod tests {
             keys,
             [
                 "listen",
+                "log_format",
                 "ignore_own_io",
                 "probes.disable",
                 "web_config_file"
@@ -239,8 +251,8 @@ mod tests {
         );
         assert_eq!(
             p.summary(),
-            "config reloaded: applied log_level; refused listen, ignore_own_io, probes.disable, \
-             web_config_file (restart needed)"
+            "config reloaded: applied log_level; refused listen, log_format, ignore_own_io, \
+             probes.disable, web_config_file (restart needed)"
         );
     }
 }

@@ -46,7 +46,10 @@ impl TestDaemon {
     /// Like `start_with`, without requiring every probe to attach (for disabled probes).
     pub fn start_with_unattached(config: Config) -> TestDaemon {
         assert!(testkit::require_root(), "privileged kernel tests need root");
-        wbscope::logging::init(wbscope::config::LogLevel::Info);
+        wbscope::logging::init(
+            wbscope::config::LogLevel::Info,
+            wbscope::config::LogFormat::Text,
+        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
