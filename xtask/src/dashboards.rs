@@ -12,6 +12,9 @@ use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
 use crate::{host, run};
 
+/// The rule unit tests, relative to the dashboards directory.
+const RULE_TESTS: &str = "tests/rules/wbscope-rules.test.yml";
+
 /// Arguments of `cargo xtask dashboards`.
 #[derive(clap::Args, Debug)]
 pub struct DashboardsArgs {
@@ -35,7 +38,7 @@ pub fn run(pins: &Pins, args: &DashboardsArgs) -> Result<()> {
 }
 
 /// The checks: generated files current, Grafana model, metric names, `promtool check rules`,
-/// yamllint.
+/// `promtool test rules` (the rule unit tests in `dashboards/tests/rules/`), yamllint.
 pub fn check(pins: &Pins) -> Result<()> {
     if !host::is_root() {
         bail!(
@@ -63,10 +66,14 @@ pub fn check(pins: &Pins) -> Result<()> {
         Cmd::new("promtool")
             .args(["check", "rules"])
             .args(rule_files(&root)?),
+        Cmd::new("promtool")
+            .args(["test", "rules"])
+            .arg(root.join(RULE_TESTS)),
         Cmd::new("yamllint")
             .arg("-c")
             .arg(pins.root.join("deploy/.yamllint"))
             .arg(root.join(wbscope_dashboards::RULES_DIR))
+            .arg(root.join(RULE_TESTS))
             .arg(root.join("provisioning")),
     ]);
     for problem in &report.problems {
