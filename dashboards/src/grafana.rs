@@ -54,9 +54,7 @@ impl DataLink {
             .filter_map(|param| {
                 let (name, value) = param.split_once('=')?;
                 let var = name.strip_prefix("var-")?;
-                let label = value
-                    .strip_prefix("${__field.labels.")?
-                    .strip_suffix('}')?;
+                let label = value.strip_prefix("${__field.labels.")?.strip_suffix('}')?;
                 Some((var.to_owned(), label.to_owned()))
             })
             .collect();
@@ -78,6 +76,7 @@ pub struct VariableInfo {
 /// What the checks found in one dashboard file.
 #[derive(Debug, Clone, Default)]
 pub struct DashboardInfo {
+    pub uid: String,
     pub title: String,
     pub panels: Vec<PanelInfo>,
     pub variables: Vec<VariableInfo>,
@@ -88,6 +87,7 @@ pub struct DashboardInfo {
 /// Reads and checks a parsed dashboard.
 pub fn inspect(d: &Value) -> DashboardInfo {
     let mut info = DashboardInfo {
+        uid: str_at(d, "/uid").to_owned(),
         title: str_at(d, "/title").to_owned(),
         ..DashboardInfo::default()
     };

@@ -243,25 +243,38 @@ mod tests {
         for panel in &info.panels {
             assert_eq!(panel.links.len(), 1, "{} has no data link", panel.title);
             let link = &panel.links[0];
-            assert!(uids.contains(&link.uid.as_str()), "{}: {}", panel.title, link.url);
+            assert!(
+                uids.contains(&link.uid.as_str()),
+                "{}: {}",
+                panel.title,
+                link.url
+            );
             assert_eq!(link.uid, stall::UID);
             // The clicked series' host, or the selected one for fleet-wide heatmaps.
             assert!(
-                link.from_labels.contains(&("instance".into(), "instance".into()))
+                link.from_labels
+                    .contains(&("instance".into(), "instance".into()))
                     || (panel.title.contains("heatmap")
                         && link.url.contains("${instance:queryparam}")),
                 "{}: {}",
                 panel.title,
                 link.url
             );
-            for carried in ["${job:queryparam}", "${cluster:queryparam}", "${__url_time_range}"] {
+            for carried in [
+                "${job:queryparam}",
+                "${cluster:queryparam}",
+                "${__url_time_range}",
+            ] {
                 assert!(link.url.contains(carried), "{}: {}", panel.title, link.url);
             }
             if link.from_labels.iter().any(|(v, _)| v == "device") {
                 with_device += 1;
             }
         }
-        assert!(with_device * 2 > info.panels.len(), "most overview panels are per device");
+        assert!(
+            with_device * 2 > info.panels.len(),
+            "most overview panels are per device"
+        );
         let (_, stall) = all.iter().find(|(f, _)| f.contains("stall")).unwrap();
         let stall = grafana::inspect(&render::render(stall));
         assert!(stall.panels.iter().all(|p| p.links.is_empty()));

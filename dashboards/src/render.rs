@@ -106,7 +106,10 @@ pub fn data_link(p: &Panel, to: DrillDown) -> Option<Value> {
             "var-instance=${__field.labels.instance}",
             "var-device=${__field.labels.device}",
         ),
-        (true, false) => ("var-instance=${__field.labels.instance}", "${device:queryparam}"),
+        (true, false) => (
+            "var-instance=${__field.labels.instance}",
+            "${device:queryparam}",
+        ),
         _ => ("${instance:queryparam}", "${device:queryparam}"),
     };
     let title = match (all("instance"), all("device")) {

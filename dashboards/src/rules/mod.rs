@@ -242,8 +242,16 @@ mod tests {
 
     #[test]
     fn no_rule_aggregates_the_target_labels_away() {
-        for rule in files().into_iter().flat_map(|f| f.groups).flat_map(|g| g.rules) {
-            for by in rule.expr.match_indices(" by (").map(|(i, _)| &rule.expr[i..]) {
+        for rule in files()
+            .into_iter()
+            .flat_map(|f| f.groups)
+            .flat_map(|g| g.rules)
+        {
+            for by in rule
+                .expr
+                .match_indices(" by (")
+                .map(|(i, _)| &rule.expr[i..])
+            {
                 assert!(
                     by.starts_with(&format!(" by ({FLEET_LABELS}")),
                     "{}: `by` without the fleet labels: {}",
@@ -251,7 +259,12 @@ mod tests {
                     rule.expr
                 );
             }
-            assert!(!rule.expr.contains("by (instance"), "{}: {}", rule.name, rule.expr);
+            assert!(
+                !rule.expr.contains("by (instance"),
+                "{}: {}",
+                rule.name,
+                rule.expr
+            );
         }
     }
 
