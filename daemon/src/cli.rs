@@ -73,6 +73,9 @@ pub struct CheckArgs {
     /// Print only the names of the metric families the daemon registers, one per line.
     #[arg(long)]
     pub metrics: bool,
+    /// Print the metrics reference (docs/metrics.md) from the collectors' descriptors.
+    #[arg(long, hide = true)]
+    pub metrics_markdown: bool,
     /// Exit 1 when a probe this kernel should support fails to attach (the verifier or the
     /// attach refused it). Probes skipped because the kernel lacks their hook or layout, and
     /// probes disabled by the config, do not count.

@@ -101,6 +101,46 @@ pub enum LogFormat {
     Json,
 }
 
+/// How finely histograms are exported, from `[metrics] detail`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Histogram buckets every factor of 4 (1 µs, 4 µs, … 68.7 s): the quantiles and heatmaps
+    /// of the dashboards and alerts with under half the series (a fleet's default).
+    #[default]
+    Basic,
+    /// Every factor of 2 (1 µs, 2 µs, 4 µs, … 68.7 s): finer quantiles for one host's
+    /// investigation.
+    Full,
+}
+
+impl FromStr for Detail {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "basic" => Ok(Detail::Basic),
+            "full" => Ok(Detail::Full),
+            other => Err(format!(
+                "unknown detail level '{other}' (expected basic or full)"
+            )),
+        }
+    }
+}
+
+/// The `[metrics]` table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    pub detail: Detail,
+}
+
+/// The `[metrics]` table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    /// `basic` (default) or `full`.
+    detail: Option<Detail>,
+}
+
 /// The configuration file as written. Unknown keys are rejected so that a typo never silently
 /// falls back to a default.
 #[derive(Debug, Default, Deserialize)]
@@ -118,6 +158,8 @@ struct RawConfig {
     probes: Option<RawProbes>,
     /// Stall events: threshold, flight recorder, event stream.
     stalls: Option<crate::stalls::config::RawStalls>,
+    /// What the exposition holds.
+    metrics: Option<RawMetrics>,
     /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
     web_config_file: Option<String>,
 }
@@ -141,6 +183,8 @@ pub struct Config {
     pub disabled_probes: Vec<String>,
     /// The `[stalls]` table.
     pub stalls: crate::stalls::StallsConfig,
+    /// The `[metrics]` table.
+    pub metrics: MetricsConfig,
     /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
     pub web_config_file: Option<PathBuf>,
 }
@@ -154,6 +198,7 @@ impl Default for Config {
             ignore_own_io: true,
             disabled_probes: Vec::new(),
             stalls: crate::stalls::StallsConfig::default(),
+            metrics: MetricsConfig::default(),
             web_config_file: None,
         }
     }
@@ -214,6 +259,9 @@ impl Config {
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
             disabled_probes,
             stalls: raw.stalls.unwrap_or_default().validate()?,
+            metrics: MetricsConfig {
+                detail: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
+            },
             web_config_file: raw
                 .web_config_file
                 .filter(|p| !p.is_empty())

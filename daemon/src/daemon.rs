@@ -109,6 +109,7 @@ impl Daemon {
             Some(path) => crate::web::Web::load(path)?,
             None => crate::web::Web::default(),
         };
+        crate::metrics::detail::set(config.metrics.detail);
         require_bpf_privileges()?;
         // Bind before loading probes: a port in use is reported without touching the kernel.
         let listener = server::bind(config.listen).await?;

@@ -16,6 +16,7 @@ pub mod kernel;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
+pub mod metrics_doc;
 pub mod notify;
 pub mod privileges;
 pub mod probes;

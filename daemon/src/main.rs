@@ -82,6 +82,13 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let config = load_logged_config(&args.config, &args.log)?;
     wbscope::logging::init(config.log_level, config.log_format);
+    if args.metrics_markdown {
+        print!(
+            "{}",
+            wbscope::metrics_doc::render(&wbscope::check::metric_docs(&config)?)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.metrics {
         for name in wbscope::check::metric_names(&config)? {
             println!("{name}");

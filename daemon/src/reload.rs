@@ -74,6 +74,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         ignore_own_io,
         disabled_probes,
         stalls,
+        metrics,
         web_config_file,
     } = requested;
     let mut refused = Vec::new();
@@ -109,6 +110,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: format!("{:?}", running.disabled_probes),
             requested: format!("{disabled_probes:?}"),
             why: "probes are attached once at start",
+        });
+    }
+    if metrics != running.metrics {
+        refused.push(Refusal {
+            key: "metrics.detail",
+            running: format!("{:?}", running.metrics.detail).to_lowercase(),
+            requested: format!("{:?}", metrics.detail).to_lowercase(),
+            why: "the collectors are set up once, at start",
         });
     }
     if web_config_file != running.web_config_file {
@@ -167,6 +176,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
                 threshold_ns: stalls.threshold_ns,
                 ..running.stalls.clone()
             },
+            metrics: running.metrics,
             web_config_file: running.web_config_file.clone(),
         },
         changed,
@@ -225,6 +235,7 @@ mod tests {
             ignore_own_io: false,
             disabled_probes: vec!["journal".into()],
             stalls: Default::default(),
+            metrics: Default::default(),
             web_config_file: Some("/etc/wbscope/web.yml".into()),
         };
         let p = plan(&running, requested);

@@ -76,10 +76,28 @@ pub fn check(pins: &Pins) -> Result<()> {
             .arg(root.join(RULE_TESTS))
             .arg(root.join("provisioning")),
     ]);
-    for problem in &report.problems {
+    let mut problems = report.problems.clone();
+    // The metrics reference and `wbscope check --metrics` name the same families.
+    let doc_path = pins.root.join(crate::docs::METRICS_DOC);
+    let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_owned()))
+        .collect();
+    if documented != names {
+        problems.push(format!(
+            "{} and `wbscope check --metrics` disagree (run `cargo xtask docs`): only in the \
+             doc {:?}, only registered {:?}",
+            crate::docs::METRICS_DOC,
+            documented.difference(&names).collect::<Vec<_>>(),
+            names.difference(&documented).collect::<Vec<_>>()
+        ));
+    }
+    for problem in &problems {
         println!("[dashboards] problem: {problem}");
     }
-    match (report.problems.len(), tools) {
+    match (problems.len(), tools) {
         (0, tools) => tools,
         (n, tools) => bail!(
             "{n} problems in dashboards/{}",

@@ -143,6 +143,7 @@ fn example_config_lists_every_key_with_its_default() {
         ignore_own_io: _,
         disabled_probes: _,
         stalls: _,
+        metrics: _,
         web_config_file: _,
     } = parsed;
     for key in [
@@ -155,6 +156,7 @@ fn example_config_lists_every_key_with_its_default() {
         "window",
         "max_events",
         "socket",
+        "detail",
         "web_config_file",
     ] {
         assert!(
