@@ -22,6 +22,11 @@ impl TestDaemon {
         TestDaemon::start_with(Config {
             listen: "127.0.0.1:0".parse().expect("loopback address"),
             ignore_own_io: false,
+            // Every log2 bucket: the latency tests compare the kernel's slots one by one with an
+            // independent tracer. The default's coarser buckets are counted in series_budget.
+            metrics: wbscope::config::MetricsConfig {
+                detail: wbscope::config::Detail::Full,
+            },
             ..Config::default()
         })
     }
