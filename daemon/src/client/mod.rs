@@ -171,14 +171,20 @@ fn password_from(args: &ClientArgs) -> Result<Option<String>, ClientError> {
 impl Endpoint {
     /// The endpoint the flags (and `config`, when `--config` was given) name.
     pub fn new(args: &ClientArgs, config: Option<&Config>) -> Result<Endpoint, ClientError> {
-        let (url, config_cert) = match (&args.url, config) {
-            (Some(url), _) => (url.clone(), None),
-            (None, Some(config)) => from_config(config)?,
-            (None, None) => (
-                format!("http://127.0.0.1:{}", crate::config::DEFAULT_PORT),
-                None,
-            ),
+        // The daemon's own certificate is trusted whenever its config is given, also for an
+        // explicit --url (the same daemon under another name).
+        let (config_url, config_cert) = match config {
+            Some(config) => {
+                let (url, cert) = from_config(config)?;
+                (Some(url), cert)
+            }
+            None => (None, None),
         };
+        let url = args
+            .url
+            .clone()
+            .or(config_url)
+            .unwrap_or_else(|| format!("http://127.0.0.1:{}", crate::config::DEFAULT_PORT));
         let parsed = parse_url(&url)?;
         let addr = (parsed.host.as_str(), parsed.port)
             .to_socket_addrs()
