@@ -35,9 +35,11 @@ fn unit_runs_the_daemon_with_the_installed_config() {
     let exec: Vec<&str> = directive(&unit, "ExecStart").split_whitespace().collect();
     assert_eq!(exec[0], "/usr/bin/wbscope");
     let cli = Cli::try_parse_from(&exec).expect("ExecStart's arguments parse");
-    assert!(matches!(cli.command, Some(Sub::Run(_))), "{exec:?}");
+    let Some(Sub::Run(run)) = cli.command else {
+        panic!("ExecStart does not run the daemon: {exec:?}");
+    };
     assert_eq!(
-        cli.run.config.config.as_deref(),
+        run.config.config.as_deref(),
         Some(std::path::Path::new("/etc/wbscope/config.toml"))
     );
     assert_eq!(directive(&unit, "Type"), "notify");
