@@ -123,10 +123,12 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
         .count();
     let skipped = count(&loaded.reports, |s| matches!(s, AttachStatus::Skipped(_)));
     let disabled = count(&loaded.reports, |s| matches!(s, AttachStatus::Disabled));
+    // The first line's shape is parsed by the vm tier and the benchmark: keep it.
+    let _ = writeln!(text, "\n{attached} of {total} probes attach on this kernel");
     let _ = writeln!(
         text,
-        "\n{attached} of {total} probes attach on this kernel ({skipped} skipped: this kernel \
-         cannot support them; {disabled} disabled by config; {failed} failed)"
+        "{skipped} skipped (this kernel cannot support them), {disabled} disabled by config, \
+         {failed} failed"
     );
     let (family_names, _) = crate::config::probe_names();
     let _ = writeln!(
