@@ -25,8 +25,8 @@ pub fn render(docs: &[MetricDoc]) -> String {
          --metrics` lists the same names): do not edit by hand.\n\n\
          Every family is listed with the help text the daemon exports with it. Per-device \
          families carry a `device` label (the block device's kernel name, `all` for sync(2)); \
-         histograms are exported with buckets every factor of 4 by default (`[metrics] detail = \
-         \"full\"`: every factor of 2). The series one busy device adds are counted in the \
+         histograms are exported with buckets every factor of 4 and block flags summed over ops by \
+         default (`[metrics] detail = \"full\"`: every factor of 2, flags per op). The series one busy device adds are counted in the \
          README's \"Series per device\" section.\n",
     );
     let mut current = "";
