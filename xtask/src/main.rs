@@ -5,6 +5,7 @@ mod apt;
 mod bench;
 mod cmd;
 mod dashboards;
+mod docs;
 mod host;
 mod install;
 mod linker;
@@ -44,6 +45,8 @@ enum Command {
     /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
     /// names); `--write` regenerates them.
     Dashboards(dashboards::DashboardsArgs),
+    /// Write docs/metrics.md from the daemon's metric descriptors (root); `--check` compares.
+    Docs(docs::DocsArgs),
     /// Install the release binary, the systemd unit and the example config (enables nothing).
     Install(install::InstallArgs),
     /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
@@ -81,6 +84,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
         Command::Dashboards(args) => dashboards::run(&pins, &args)?,
+        Command::Docs(args) => docs::run(&pins, &args)?,
         Command::Install(args) => install::run(&pins, &args)?,
         Command::Package(args) => package::run(&pins, &args)?,
         Command::Bench(args) => bench::run(&pins, &args)?,

@@ -86,7 +86,13 @@ fn daemonset_uses_the_daemons_real_port_flags_and_config() {
         argv.push(arg.as_str().expect("string arg").to_owned());
     }
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let config_path = cli.run.config.expect("--config");
+    // `wbscope run ARGS` or `wbscope ARGS`.
+    let run = match cli.command {
+        Some(wbscope::cli::Command::Run(run)) => run,
+        None => cli.run,
+        Some(other) => panic!("{argv:?} does not run the daemon: {other:?}"),
+    };
+    let config_path = run.config.config.expect("--config");
 
     // The ConfigMap is mounted where --config points, and is a valid config.
     let mount = container["volumeMounts"]
