@@ -12,6 +12,7 @@ mod lint;
 mod package;
 mod pins;
 mod run;
+mod services;
 mod setup;
 mod test;
 mod toolchain;
@@ -34,9 +35,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Install the missing apt packages, rust toolchains and bpf-linker (Debian 12, as root).
-    Setup,
+    Setup(SetupArgs),
     /// Print which of setup's tools are present or missing, installing nothing.
-    CheckSetup,
+    CheckSetup(SetupArgs),
     /// Build wbscope in release mode and run `wbscope run [ARGS]`.
     Run(run::RunArgs),
     /// Run the test tiers: lint, unit, kernel, smoke, e2e, bench-quick.
@@ -62,6 +63,15 @@ enum Command {
     },
 }
 
+/// Arguments of `cargo xtask setup` and `check-setup`.
+#[derive(clap::Args, Debug)]
+struct SetupArgs {
+    /// What to set the machine up for: `run` (build and run the daemon), `package` (also build
+    /// the release artifacts) or `test` (also every test tier; the default).
+    #[arg(long = "for", value_enum, default_value = "test")]
+    purpose: apt::Purpose,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(cli.command) {
@@ -76,8 +86,8 @@ fn main() -> ExitCode {
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     let pins = Pins::load()?;
     match command {
-        Command::Setup => setup::setup(&pins)?,
-        Command::CheckSetup => setup::check(&pins)?,
+        Command::Setup(args) => setup::setup(&pins, args.purpose)?,
+        Command::CheckSetup(args) => setup::check(&pins, args.purpose)?,
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
         Command::Dashboards(args) => dashboards::run(&pins, &args)?,
@@ -86,7 +96,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(&pins, &args)?,
         Command::Vmtest(args) => vmtest::run(&pins, &args)?,
         Command::Lint { no_setup } => {
-            setup::ensure(&pins, no_setup)?;
+            setup::ensure(&pins, apt::Purpose::Run, no_setup)?;
             lint::run(&pins)?;
         }
     }

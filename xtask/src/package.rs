@@ -35,7 +35,7 @@ const RELOAD_SYSTEMD: &str = "#!/bin/sh\nset -e\n\
 /// Builds the package and returns its path (target/debian/wbscope_VERSION_ARCH.deb).
 pub fn build(pins: &Pins, args: &PackageArgs) -> Result<PathBuf> {
     if !args.no_build {
-        setup::ensure(pins, args.no_setup)?;
+        setup::ensure(pins, crate::apt::Purpose::Package, args.no_setup)?;
         run::build_release(pins)?;
     }
     let out_dir = pins.root.join("target/debian");

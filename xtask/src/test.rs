@@ -85,7 +85,7 @@ enum Outcome {
 
 /// Runs the selected tiers and prints the summary; the exit code is 1 if any tier did not pass.
 pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
-    setup::ensure(pins, args.no_setup)?;
+    setup::ensure(pins, crate::apt::Purpose::Test, args.no_setup)?;
 
     let vm_wanted = std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0");
     let selected = select(&args.tiers, vm_wanted);
@@ -173,7 +173,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         Tier::Lint => lint::run(pins),
         // testkit's tests need root, so they run once, in the kernel tier; probe-ebpf only builds
         // for the BPF target.
-        Tier::Unit => Cmd::workspace_cargo(root, None)
+        Tier::Unit => Cmd::workspace_cargo(root, &pins.toolchain)
             .args([
                 "test",
                 "--workspace",
@@ -192,7 +192,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
             }
             // One test thread: the tests share loop devices, tracepoints and BPF maps.
             cmd::run_all([
-                Cmd::workspace_cargo(root, None).args([
+                Cmd::workspace_cargo(root, &pins.toolchain).args([
                     "test",
                     "-p",
                     "wbscope",
@@ -202,7 +202,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                     "--ignored",
                     "--test-threads=1",
                 ]),
-                Cmd::workspace_cargo(root, None).args([
+                Cmd::workspace_cargo(root, &pins.toolchain).args([
                     "test",
                     "-p",
                     "testkit",
@@ -220,7 +220,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                     no_setup: true,
                 },
             )?;
-            Cmd::workspace_cargo(root, None)
+            Cmd::workspace_cargo(root, &pins.toolchain)
                 .env("WBSCOPE_BIN", run::release_binary(pins))
                 .env("WBSCOPE_DEB", deb)
                 .args([
@@ -245,7 +245,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         Tier::E2e => {
             // Builds the release binary and asks it for its metric names first.
             dashboards::check(pins)?;
-            Cmd::workspace_cargo(root, None)
+            Cmd::workspace_cargo(root, &pins.toolchain)
                 .env("WBSCOPE_BIN", run::release_binary(pins))
                 .args(["test", "-p", "wbscope-dashboards", "--test", "e2e", "--"])
                 .args(["--ignored", "--test-threads=1", "--nocapture"])
