@@ -11,6 +11,7 @@ mod linker;
 mod lint;
 mod package;
 mod pins;
+mod pytools;
 mod run;
 mod services;
 mod setup;

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 
 use crate::apt::Purpose;
 use crate::pins::Pins;
-use crate::{apt, host, linker, toolchain};
+use crate::{apt, host, linker, pytools, toolchain};
 
 /// Everything setup looks at, checked without installing anything.
 struct Status {
@@ -16,6 +16,8 @@ struct Status {
     /// Each wanted toolchain and its state, or why rustup could not be asked.
     toolchains: Vec<(toolchain::Wanted, Result<toolchain::State>)>,
     linker: linker::State,
+    /// Whether kubernetes-validate is installed; `None` when `purpose` does not need it.
+    validator: Option<bool>,
 }
 
 impl Status {
@@ -40,6 +42,7 @@ impl Status {
             apt_all,
             toolchains,
             linker: linker::check(pins),
+            validator: (purpose >= Purpose::Test).then(|| pytools::present(&pins.root)),
         }
     }
 
@@ -50,6 +53,7 @@ impl Status {
                 .iter()
                 .all(|(_, s)| matches!(s, Ok(toolchain::State::Present)))
             && self.linker == linker::State::Present
+            && self.validator != Some(false)
     }
 
     /// One `[setup] <thing>: ...` line per step, saying what is missing and why.
@@ -83,6 +87,10 @@ impl Status {
             linker_label(pins),
             linker_state(&self.linker)
         );
+        if let Some(present) = self.validator {
+            let state = if present { "present" } else { "missing" };
+            println!("[setup] {} (venv): {state}", pytools::KUBERNETES_VALIDATE);
+        }
     }
 
     /// Shell commands a root user would run to install what is missing, in install order.
@@ -114,6 +122,9 @@ impl Status {
         }
         if self.linker != linker::State::Present {
             cmds.push(linker::install_cmd(pins).to_string());
+        }
+        if self.validator == Some(false) {
+            cmds.extend(pytools::install_cmds(&pins.root).iter().map(|c| c.to_string()));
         }
         cmds
     }
@@ -206,6 +217,15 @@ pub fn setup(pins: &Pins, purpose: Purpose) -> Result<()> {
             linker_label(pins)
         );
         linker::install(pins)?;
+    }
+
+    match status.validator {
+        Some(false) => {
+            println!("[setup] {} (venv): installing…", pytools::KUBERNETES_VALIDATE);
+            pytools::install(&pins.root)?;
+        }
+        Some(true) => println!("[setup] {} (venv): present", pytools::KUBERNETES_VALIDATE),
+        None => {}
     }
 
     // Installing can succeed and still leave a step unusable (e.g. an older bpf-linker earlier
