@@ -48,7 +48,7 @@ enum Command {
     Dashboards(dashboards::DashboardsArgs),
     /// Install the release binary, the systemd unit and the example config (enables nothing).
     Install(install::InstallArgs),
-    /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
+    /// Build every release artifact: binary tarball, .deb, .rpm and OCI image (target/package).
     Package(package::PackageArgs),
     /// Measure what wbscope costs (BPF time per operation, A/B throughput, syscall overhead,
     /// daemon CPU and memory, soak) beside bpftrace and biolatency; writes BENCHMARKS.md.

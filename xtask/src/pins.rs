@@ -25,6 +25,8 @@ pub struct Pins {
     pub bpf_linker_version: String,
     /// LLVM major version of bpf-linker and of the `llvm-N-dev` package it links against.
     pub llvm_major: u32,
+    /// The OCI image's name without the tag (`cargo xtask package` adds the version).
+    pub image: String,
 }
 
 #[derive(Deserialize)]
@@ -51,6 +53,7 @@ struct WbscopeMetadata {
     ebpf_toolchain: String,
     bpf_linker_version: String,
     llvm_major: u32,
+    image: String,
 }
 
 impl Pins {
@@ -79,6 +82,7 @@ impl Pins {
             ebpf_toolchain: meta.ebpf_toolchain,
             bpf_linker_version: meta.bpf_linker_version,
             llvm_major: meta.llvm_major,
+            image: meta.image,
         })
     }
 }
@@ -118,6 +122,7 @@ toolchain-components = ["clippy", "rust-src"]
 ebpf-toolchain = "nightly-2026-06-20"
 bpf-linker-version = "0.13.0"
 llvm-major = 22
+image = "ghcr.io/wbscope/wbscope"
 "#;
 
     #[test]

@@ -213,7 +213,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         }
         Tier::Smoke => {
             run::build_release(pins)?;
-            let deb = package::build(
+            let deb = package::build_deb(
                 pins,
                 &package::PackageArgs {
                     no_build: true,
