@@ -12,6 +12,7 @@ mod lint;
 mod package;
 mod pins;
 mod pytools;
+mod rootfs;
 mod run;
 mod services;
 mod setup;

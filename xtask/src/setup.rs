@@ -124,7 +124,11 @@ impl Status {
             cmds.push(linker::install_cmd(pins).to_string());
         }
         if self.validator == Some(false) {
-            cmds.extend(pytools::install_cmds(&pins.root).iter().map(|c| c.to_string()));
+            cmds.extend(
+                pytools::install_cmds(&pins.root)
+                    .iter()
+                    .map(|c| c.to_string()),
+            );
         }
         cmds
     }
@@ -221,7 +225,10 @@ pub fn setup(pins: &Pins, purpose: Purpose) -> Result<()> {
 
     match status.validator {
         Some(false) => {
-            println!("[setup] {} (venv): installing…", pytools::KUBERNETES_VALIDATE);
+            println!(
+                "[setup] {} (venv): installing…",
+                pytools::KUBERNETES_VALIDATE
+            );
             pytools::install(&pins.root)?;
         }
         Some(true) => println!("[setup] {} (venv): present", pytools::KUBERNETES_VALIDATE),

@@ -71,7 +71,10 @@ pub fn build(pins: &Pins, out: &Path, name: &str) -> Result<PathBuf> {
     let ldd = command_output(Cmd::new("ldd").arg(&binary))?;
     let libs = shared_objects(&ldd);
     if libs.is_empty() {
-        bail!("ldd named no shared objects for {}:\n{ldd}", binary.display());
+        bail!(
+            "ldd named no shared objects for {}:\n{ldd}",
+            binary.display()
+        );
     }
     for lib in &libs {
         place(&rootfs, lib, lib, 0o755)?;
@@ -97,10 +100,19 @@ pub fn build(pins: &Pins, out: &Path, name: &str) -> Result<PathBuf> {
         .args(["--config.cmd", &format!("/{CONFIG_PATH}")])
         .args(["--config.exposedports", "19617/tcp"])
         .args(["--config.user", "0:0", "--config.workingdir", "/"])
-        .args(["--config.label", "org.opencontainers.image.source=https://github.com/wbscope/wbscope"])
-        .args(["--config.label", &format!("org.opencontainers.image.version={VERSION}")])
+        .args([
+            "--config.label",
+            "org.opencontainers.image.source=https://github.com/wbscope/wbscope",
+        ])
+        .args([
+            "--config.label",
+            &format!("org.opencontainers.image.version={VERSION}"),
+        ])
         .run()?;
-    Cmd::new("umoci").args(["gc", "--layout"]).arg(&layout).run()?;
+    Cmd::new("umoci")
+        .args(["gc", "--layout"])
+        .arg(&layout)
+        .run()?;
     name_in_index(&layout.join("index.json"), name)?;
 
     let archive = out.join(format!("wbscope-{VERSION}-oci.tar"));

@@ -73,7 +73,11 @@ pub fn build_all(pins: &Pins, args: &PackageArgs) -> Result<Artifacts> {
 pub fn run(pins: &Pins, args: &PackageArgs) -> Result<()> {
     let a = build_all(pins, args)?;
     println!();
-    println!("{}\n  tar -xzf {} -C /", a.tarball.display(), a.tarball.display());
+    println!(
+        "{}\n  tar -xzf {} -C /",
+        a.tarball.display(),
+        a.tarball.display()
+    );
     println!("{}\n  dpkg -i {}", a.deb.display(), a.deb.display());
     println!("{}\n  rpm -i {}", a.rpm.display(), a.rpm.display());
     println!(

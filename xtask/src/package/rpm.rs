@@ -51,7 +51,10 @@ pub fn build(pins: &Pins, out: &Path) -> Result<PathBuf> {
         std::fs::remove_dir_all(&top).context("clearing the rpmbuild directory")?;
     }
     let stage = top.join("stage");
-    let layout = Layout::new(Path::new("/usr"), Some(Path::new("/usr/lib/systemd/system")));
+    let layout = Layout::new(
+        Path::new("/usr"),
+        Some(Path::new("/usr/lib/systemd/system")),
+    );
     install::install_files(pins, &layout, Some(&stage))?;
     let spec_path = top.join("wbscope.spec");
     write(&spec_path, &spec(&stage), 0o644)?;
