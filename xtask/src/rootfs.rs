@@ -20,11 +20,13 @@ pub fn ensure(pins: &Pins) -> Result<PathBuf> {
         return Ok(tarball);
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    // Written beside and renamed, so an interrupted run leaves no half tarball to reuse.
+    // Written beside and renamed, so an interrupted run leaves no half tarball to reuse (the
+    // name no longer says tar, hence --format).
     let partial = dir.join("rootfs-bookworm-systemd.tar.partial");
     Cmd::new("mmdebstrap")
         .args([
             "--variant=minbase",
+            "--format=tar",
             &format!("--include={INCLUDE}"),
             "bookworm",
         ])

@@ -123,36 +123,28 @@ pub fn chroot(root: &Path, keep_caps: Option<&[u32]>, argv: &[&str]) -> Command 
     // prepared before the fork (no allocation, no locks).
     unsafe {
         cmd.pre_exec(move || {
-            let none = std::ptr::null();
+            let (none, no_data) = (std::ptr::null(), std::ptr::null());
             if libc::unshare(libc::CLONE_NEWNS) != 0
                 || libc::mount(
                     none,
                     c"/".as_ptr(),
                     none,
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    none,
-                ) != 0
+                    libc::MS_REC | libc::MS_PRIVATE, no_data) != 0
                 || libc::mount(
                     c"/proc".as_ptr(),
                     proc_at.as_ptr(),
                     none,
-                    libc::MS_BIND | libc::MS_REC,
-                    none,
-                ) != 0
+                    libc::MS_BIND | libc::MS_REC, no_data) != 0
                 || libc::mount(
                     c"/sys".as_ptr(),
                     sys_at.as_ptr(),
                     none,
-                    libc::MS_BIND | libc::MS_REC,
-                    none,
-                ) != 0
+                    libc::MS_BIND | libc::MS_REC, no_data) != 0
                 || libc::mount(
                     c"tmpfs".as_ptr(),
                     run_at.as_ptr(),
                     c"tmpfs".as_ptr(),
-                    0,
-                    none,
-                ) != 0
+                    0, no_data) != 0
                 || libc::chroot(root_c.as_ptr()) != 0
                 || libc::chdir(c"/".as_ptr()) != 0
             {
