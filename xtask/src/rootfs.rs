@@ -9,20 +9,22 @@ use anyhow::{Context, Result};
 use crate::cmd::Cmd;
 use crate::pins::Pins;
 
-/// Packages beyond minbase: systemd as PID 1 (systemd-sysv), dbus for its bus.
-const INCLUDE: &str = "systemd,systemd-sysv,dbus";
+/// Packages beyond minbase: systemd as PID 1 (systemd-sysv), dbus for its bus, procps (the
+/// .deb depends on it for /bin/kill; it is of priority important, on nearly every install).
+const INCLUDE: &str = "systemd,systemd-sysv,dbus,procps";
 
 /// The rootfs tarball, made first if missing.
 pub fn ensure(pins: &Pins) -> Result<PathBuf> {
     let dir = pins.root.join("target/artifacts");
-    let tarball = dir.join("rootfs-bookworm-systemd.tar");
+    // Named by its contents, so changing INCLUDE makes a new one.
+    let tarball = dir.join(format!("rootfs-bookworm-{}.tar", INCLUDE.replace(',', "+")));
     if tarball.is_file() {
         return Ok(tarball);
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // Written beside and renamed, so an interrupted run leaves no half tarball to reuse (the
     // name no longer says tar, hence --format).
-    let partial = dir.join("rootfs-bookworm-systemd.tar.partial");
+    let partial = tarball.with_extension("partial");
     Cmd::new("mmdebstrap")
         .args([
             "--variant=minbase",

@@ -129,22 +129,30 @@ pub fn chroot(root: &Path, keep_caps: Option<&[u32]>, argv: &[&str]) -> Command 
                     none,
                     c"/".as_ptr(),
                     none,
-                    libc::MS_REC | libc::MS_PRIVATE, no_data) != 0
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    no_data,
+                ) != 0
                 || libc::mount(
                     c"/proc".as_ptr(),
                     proc_at.as_ptr(),
                     none,
-                    libc::MS_BIND | libc::MS_REC, no_data) != 0
+                    libc::MS_BIND | libc::MS_REC,
+                    no_data,
+                ) != 0
                 || libc::mount(
                     c"/sys".as_ptr(),
                     sys_at.as_ptr(),
                     none,
-                    libc::MS_BIND | libc::MS_REC, no_data) != 0
+                    libc::MS_BIND | libc::MS_REC,
+                    no_data,
+                ) != 0
                 || libc::mount(
                     c"tmpfs".as_ptr(),
                     run_at.as_ptr(),
                     c"tmpfs".as_ptr(),
-                    0, no_data) != 0
+                    0,
+                    no_data,
+                ) != 0
                 || libc::chroot(root_c.as_ptr()) != 0
                 || libc::chdir(c"/".as_ptr()) != 0
             {

@@ -23,10 +23,10 @@ struct Podman {
 
 impl Podman {
     fn new() -> Podman {
-        let base = artifact("WBSCOPE_IMAGE");
+        // In the system temp dir: podman refuses a runroot path longer than 50 characters.
         let dir = tempfile::Builder::new()
             .prefix("wbscope-podman-")
-            .tempdir_in(base.parent().expect("image dir"))
+            .tempdir()
             .expect("temp dir for podman's storage");
         Podman { dir }
     }

@@ -5,8 +5,9 @@
 //! the watchdog is fed, the hardening is in force, and stop unloads every BPF program.
 //!
 //! The container gets CAP_BPF and CAP_PERFMON on top of nspawn's default set (the unit's
-//! CapabilityBoundingSet can only keep what the container has), and the host's tracefs and
-//! debugfs, which nspawn's own /sys lacks. The only change to the unit is a drop-in that
+//! CapabilityBoundingSet can only keep what the container has), bpf(2) and perf_event_open(2)
+//! through nspawn's system-call filter, and the host's tracefs and debugfs, which nspawn's own
+//! /sys lacks. The only change to the unit is a drop-in that
 //! shortens WatchdogSec to 4 s, so that several pings fit in a short test.
 
 use std::{
@@ -37,6 +38,9 @@ impl Booted {
             // No systemd-machined on the host to register with, nor a unit to make a scope in.
             .args(["--register=no", "--keep-unit"])
             .args(["--capability=CAP_BPF,CAP_PERFMON", "--console=passive"])
+            // nspawn's own seccomp filter denies bpf(2) (map creation fails with EPERM even
+            // with CAP_BPF) and perf_event_open(2); a host's systemd has no such filter.
+            .arg("--system-call-filter=bpf perf_event_open")
             .args([
                 "--bind-ro=/sys/kernel/tracing",
                 "--bind-ro=/sys/kernel/debug",
@@ -195,7 +199,14 @@ fn deb_under_a_booted_systemd() {
 
     // Type=notify: `systemctl start` returns once the daemon sent READY=1.
     let t = Instant::now();
-    c.ok(&["systemctl", "start", "wbscope"]);
+    let start = c.exec(&["systemctl", "start", "wbscope"]);
+    if !start.status.success() {
+        let journal = c.exec(&["journalctl", "-u", "wbscope", "--no-pager", "-o", "cat"]);
+        panic!(
+            "systemctl start wbscope failed; journal:\n{}",
+            text(&journal.stdout)
+        );
+    }
     eprintln!(
         "systemctl start returned after {:.1} s",
         t.elapsed().as_secs_f64()

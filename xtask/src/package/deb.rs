@@ -43,7 +43,9 @@ pub fn build(pins: &Pins, args: &PackageArgs) -> Result<PathBuf> {
     )?;
 
     let arch = command_output(Cmd::new("dpkg").arg("--print-architecture"))?;
-    let depends = shlib_depends(&layout.binary, &stage)?;
+    // procps: the unit's ExecReload is /bin/kill, which on Debian only procps ships (minimal
+    // installs and containers may lack it, and `systemctl reload` then fails).
+    let depends = format!("{}, procps", shlib_depends(&layout.binary, &stage)?);
     let control = control_file(&arch, &depends, installed_size_kib(&stage)?);
     let debian = stage.join("DEBIAN");
     write(&debian.join("control"), &control, 0o644)?;

@@ -27,6 +27,8 @@ fn spec(stage: &Path) -> String {
          Summary: Linux writeback observability with eBPF\n\
          License: MIT OR Apache-2.0\n\
          URL: https://github.com/wbscope/wbscope\n\
+         # The unit's ExecReload (util-linux on Fedora and RHEL, procps on SUSE).\n\
+         Requires: /usr/bin/kill\n\
          \n\
          %description\n\
          wbscope attaches eBPF programs to the kernel's writeback, block and sync-call\n\
