@@ -18,31 +18,40 @@ const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";
 /// Forbids service starts by maintainer scripts while it lives. It leaves an existing
 /// policy-rc.d alone (that policy is the administrator's, and may forbid more).
 pub struct DenyStarts {
-    installed: bool,
+    /// The policy file this guard wrote and removes; `None` when one was there already.
+    written: Option<std::path::PathBuf>,
 }
 
 impl DenyStarts {
     pub fn install() -> Result<Self> {
+        Self::install_at(Path::new(POLICY_RC_D))
+    }
+
+    fn install_at(path: &Path) -> Result<Self> {
         use std::os::unix::fs::PermissionsExt as _;
-        let path = Path::new(POLICY_RC_D);
         if path.exists() {
-            return Ok(Self { installed: false });
+            return Ok(Self { written: None });
         }
         let script = "#!/bin/sh\n# Written by `cargo xtask setup` during apt-get install; \
                       removed right after.\nexit 101\n";
-        std::fs::write(path, script).with_context(|| format!("writing {POLICY_RC_D}"))?;
+        std::fs::write(path, script).with_context(|| format!("writing {}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))?;
-        Ok(Self { installed: true })
+        Ok(Self {
+            written: Some(path.to_owned()),
+        })
     }
 }
 
 impl Drop for DenyStarts {
     fn drop(&mut self) {
-        if self.installed {
+        if let Some(path) = &self.written {
             // Best effort: a leftover policy-rc.d only keeps later installs from starting
-            // services, and `cargo xtask setup` names it when it cannot remove it.
-            if let Err(e) = std::fs::remove_file(POLICY_RC_D) {
-                eprintln!("[setup] could not remove {POLICY_RC_D}: {e}; remove it by hand");
+            // services, and this line names it.
+            if let Err(e) = std::fs::remove_file(path) {
+                eprintln!(
+                    "[setup] could not remove {}: {e}; remove it by hand",
+                    path.display()
+                );
             }
         }
     }
@@ -101,6 +110,26 @@ pub fn disable_new(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policy_denies_starts_while_installing_and_leaves_an_existing_one() {
+        let dir = std::env::temp_dir().join(format!("xtask-policy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policy-rc.d");
+        {
+            let _guard = DenyStarts::install_at(&path).unwrap();
+            let status = std::process::Command::new(&path).status().unwrap();
+            assert_eq!(status.code(), Some(101), "policy-rc.d must deny");
+        }
+        assert!(!path.exists(), "the guard's policy-rc.d outlived it");
+        std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
+        drop(DenyStarts::install_at(&path).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "#!/bin/sh\nexit 0\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn only_newly_enabled_units_are_touched() {

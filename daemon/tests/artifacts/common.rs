@@ -226,9 +226,3 @@ pub fn wait_for_metrics(addr: SocketAddr, secs: u64) -> Option<String> {
     }
     None
 }
-
-/// The value of the unlabelled sample `name` in a /metrics body.
-pub fn sample(body: &str, name: &str) -> Option<f64> {
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}

@@ -196,7 +196,7 @@ fn run_exported(podman: &Podman, name: &str, args: &[String], addr: &str) -> Str
     }
     let mut argv = vec!["/usr/bin/wbscope"];
     argv.extend(args.iter().map(String::as_str));
-    let mut child = chroot(&root, Some(UNIT_CAPS), &argv)
+    let child = chroot(&root, Some(UNIT_CAPS), &argv)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
