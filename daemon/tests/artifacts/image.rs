@@ -3,11 +3,13 @@
 //! CAP_PERFMON on a read-only root. Podman keeps its storage in a temporary directory, so the
 //! host's images are not touched.
 //!
-//! Where podman cannot start containers at all (on these machines both crun and runc fail to
-//! apply the container's RLIMIT_NPROC with EPERM: the sandbox withholds CAP_SYS_RESOURCE from
-//! every process), the test says so and runs the image's root file system, exported by podman
-//! exactly as a container would see it, with the image's entrypoint and command chrooted in a
-//! mount namespace of its own, with the same two capabilities.
+//! Where podman cannot start containers at all, the test says so and runs the image's root file
+//! system, exported by podman exactly as a container would see it, with the image's entrypoint
+//! and command chrooted in a mount namespace of its own, with the same two capabilities. That
+//! is the case on the project's CI machines: crun (and runc) fail to apply the container's
+//! rlimits with EPERM. Podman's default RLIMIT_NOFILE (1048576) is above the machine's hard
+//! limit and raising it needs CAP_SYS_RESOURCE, which no process there has; with `--ulimit` set
+//! to the machine's own limits, setting RLIMIT_NPROC still fails with EPERM.
 
 use std::{
     path::{Path, PathBuf},
