@@ -82,8 +82,11 @@ const TEST_PACKAGES: &[&str] = &[
     // (systemd-nspawn, from systemd-container), and the OCI image run under podman.
     "mmdebstrap",
     "systemd-container",
+    // podman's runtime is runc: crun refuses the cgroup v1/v2 hybrid hierarchy of some hosts
+    // (these machines among them).
     "podman",
     "crun",
+    "runc",
     // The VM tier (`cargo xtask vmtest`): QEMU with software emulation, the C virtiofsd
     // (qemu-system-common, which qemu-system-x86 brings), busybox for the initramfs, depmod
     // for the kernel packages' module dependencies, xz for their compressed modules.

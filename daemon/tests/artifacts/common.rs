@@ -2,7 +2,7 @@
 //! of a clean Debian 12 root file system (mmdebstrap minbase plus systemd: no compiler, no Rust,
 //! nothing of this workspace), commands run chrooted into it, and `wbscope check`'s verdict.
 //!
-//! Every chrooted command runs in a mount namespace of its own (`unshare --mount`), so the
+//! Every chrooted command runs in a mount namespace of its own (unshare(2) before the chroot), so the
 //! /proc and /sys it binds vanish with the process, also when a test fails half way.
 
 use std::{
