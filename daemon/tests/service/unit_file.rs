@@ -45,6 +45,18 @@ fn unit_runs_the_daemon_with_the_installed_config() {
     assert_eq!(directive(&unit, "Type"), "notify");
     assert_eq!(directive(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
     assert_eq!(directive(&unit, "Restart"), "on-failure");
+    // The stall socket's directory: the only writable path under ProtectSystem=strict.
+    let socket = std::path::Path::new(wbscope::stalls::config::DEFAULT_SOCKET);
+    assert_eq!(
+        Some(
+            std::path::Path::new("/run")
+                .join(directive(&unit, "RuntimeDirectory"))
+                .as_path()
+        ),
+        socket.parent(),
+        "RuntimeDirectory= must hold the default stall socket {}",
+        socket.display()
+    );
     for key in [
         "WatchdogSec",
         "MemoryMax",
