@@ -25,9 +25,11 @@ pub fn render(docs: &[MetricDoc]) -> String {
          --metrics` lists the same names): do not edit by hand.\n\n\
          Every family is listed with the help text the daemon exports with it. Per-device \
          families carry a `device` label (the block device's kernel name, `all` for sync(2)); \
-         histograms are exported with buckets every factor of 4 and block flags summed over ops by \
-         default (`[metrics] detail = \"full\"`: every factor of 2, flags per op). The series one busy device adds are counted in the \
-         README's \"Series per device\" section.\n",
+         by default histograms are exported with buckets every factor of 8 from 32.8 µs, block \
+         latency without `sync`, block queue latency and flusher work duration by device only, \
+         block bytes without `sync` and block flags summed over ops (`[metrics] detail = \
+         \"full\"`: every factor of 2 from 1 µs, every label). The series one busy device adds \
+         are counted in the README's \"Series per device\" section.\n",
     );
     let mut current = "";
     for doc in docs {

@@ -8,6 +8,7 @@ use aya::{
     maps::{MapData, PerCpuHashMap},
 };
 use probe_common::{
+    hist::Log2Hist,
     layout::{WbWorkFormat, globals},
     writeback::{WB_SYNC_ALL, WbKey, WbStats},
 };
@@ -18,8 +19,9 @@ use prometheus::{
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
+    config::Detail,
     kernel::{btf::Btf, devices, layout::field_offset},
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::{self, MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
     probes::ProbeSpec,
 };
 
@@ -215,6 +217,10 @@ impl Collector for WorkCollector {
         let mut duration = MetricBuilder::histogram(duration, FAMILIES);
         let mut written = MetricBuilder::counter(written, FAMILIES);
         let mut queued = MetricBuilder::counter(queued, FAMILIES);
+        // With `detail = basic` the duration histogram is per device only (the work counters
+        // keep sync mode and reason): per mode and reason it is a fifth of a device's series.
+        let per_work_kind = metrics::detail::get() == Detail::Full;
+        let mut durations: BTreeMap<[String; 3], Log2Hist> = BTreeMap::new();
         for (key, stats) in entries {
             let device = devices::label_for_bdi(&bdi_name(&key));
             let sync_mode = sync_mode_label(key.sync_mode);
@@ -229,9 +235,25 @@ impl Collector for WorkCollector {
                 ("reason", reason.as_str()),
             ];
             works.add_counter(&labels, stats.works as f64);
-            duration.add_log2_histogram(&labels, &stats.duration);
+            let duration_key = if per_work_kind {
+                [device.clone(), sync_mode.clone(), reason.clone()]
+            } else {
+                [device.clone(), String::new(), String::new()]
+            };
+            durations
+                .entry(duration_key)
+                .or_insert(Log2Hist::ZERO)
+                .merge(&stats.duration);
             written.add_counter(&labels, (stats.written_pages * self.page_size) as f64);
             queued.add_counter(&labels, stats.queued as f64);
+        }
+        for ([device, sync_mode, reason], hist) in &durations {
+            let labels = [
+                ("device", device.as_str()),
+                ("sync_mode", sync_mode.as_str()),
+                ("reason", reason.as_str()),
+            ];
+            duration.add_log2_histogram(&labels, hist);
         }
         [works, duration, written, queued]
             .into_iter()

@@ -76,9 +76,12 @@ fn help_for<'a>(name: &str, helps: &[(&str, &'a str)]) -> &'a str {
         .unwrap_or("")
 }
 
+/// The pairs with a value: an empty value is how a collector leaves a label out at a lower
+/// detail level (Prometheus treats `name=""` as no label, so the exposition omits it).
 fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
     labels
         .iter()
+        .filter(|(_, value)| !value.is_empty())
         .map(|(name, value)| {
             let mut pair = LabelPair::default();
             pair.set_name((*name).to_owned());
@@ -88,11 +91,16 @@ fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
         .collect()
 }
 
+/// The lowest bound `Detail::Basic` exports: 2^15 ns = 32.8 µs. Faster calls and requests all
+/// fall into it; the fleet budget (README, "Series per device") leaves 8 bounds per histogram,
+/// spent on the range where stalls and their causes show (up to 68.7 s).
+pub const BASIC_LOWEST_SLOT: usize = 15;
+
 /// Converts per-slot counts into cumulative buckets `le = 2^i ns` in seconds: for every i in
-/// MIN_SLOT..=MAX_SLOT (`Detail::Full`), or every second one (`Detail::Basic`, a factor of 4
-/// apart, MAX_SLOT included). The counts stay exact: a coarser bucket is the sum of the finer
-/// ones below its bound. The encoder adds `+Inf` from the sample count, which includes the
-/// overflow slot.
+/// MIN_SLOT..=MAX_SLOT (`Detail::Full`, 27 bounds from 1 µs), or every third one from
+/// [`BASIC_LOWEST_SLOT`] (`Detail::Basic`, a factor of 8 apart, 8 bounds from 32.8 µs, MAX_SLOT
+/// included). The counts stay exact: a coarser bucket is the sum of the finer ones below its
+/// bound. The encoder adds `+Inf` from the sample count, which includes the overflow slot.
 pub fn log2_to_histogram(hist: &Log2Hist, detail: Detail) -> Histogram {
     let mut cumulative = 0u64;
     let mut buckets = Vec::with_capacity(MAX_SLOT - MIN_SLOT + 1);
@@ -100,7 +108,7 @@ pub fn log2_to_histogram(hist: &Log2Hist, detail: Detail) -> Histogram {
         cumulative += count;
         let exported = match detail {
             Detail::Full => true,
-            Detail::Basic => (MAX_SLOT - slot).is_multiple_of(2),
+            Detail::Basic => slot >= BASIC_LOWEST_SLOT && (MAX_SLOT - slot).is_multiple_of(3),
         };
         if slot >= MIN_SLOT && exported {
             let mut bucket = Bucket::default();
@@ -143,18 +151,18 @@ mod tests {
     }
 
     #[test]
-    fn basic_detail_keeps_every_other_bound_with_exact_counts() {
+    fn basic_detail_keeps_every_third_bound_from_32_us_with_exact_counts() {
         let mut h = Log2Hist::ZERO;
-        h.record(500); // slot 10 (le 1.024 µs)
-        h.record(3_000); // slot 12 (le 4.096 µs)
-        h.record(5_000); // slot 13: counted at the next exported bound, slot 14
+        h.record(500); // slot 10 (le 1.024 µs): below the lowest basic bound, counted there
+        h.record(20_000); // slot 15 (le 32.8 µs)
+        h.record(40_000); // slot 16: counted at the next exported bound, slot 18 (262 µs)
         h.record(1 << 40); // overflow
         let full = log2_to_histogram(&h, Detail::Full);
         let basic = log2_to_histogram(&h, Detail::Basic);
         let bounds: Vec<f64> = basic.get_bucket().iter().map(|b| b.upper_bound()).collect();
-        assert_eq!(bounds.len(), (MAX_SLOT - MIN_SLOT) / 2 + 1);
-        assert_eq!(bounds[0], 1.024e-6);
-        assert_eq!(bounds[1], 4.096e-6);
+        assert_eq!(bounds.len(), 8);
+        assert_eq!(bounds[0], 32.768e-6);
+        assert_eq!(bounds[1], 262.144e-6);
         assert_eq!(
             bounds.last(),
             full.get_bucket().last().map(|b| b.upper_bound()).as_ref()
@@ -164,7 +172,7 @@ mod tests {
             .iter()
             .map(|b| b.cumulative_count())
             .collect();
-        assert_eq!(&counts[..3], [1, 2, 3]);
+        assert_eq!(&counts[..3], [2, 3, 3]);
         // Every exported bound has the same cumulative count as in the full histogram.
         for b in basic.get_bucket() {
             let same = full

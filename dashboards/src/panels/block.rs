@@ -75,7 +75,9 @@ pub fn latency_quantiles(s: Scope) -> Panel {
         "s",
         "Median and 99th percentile issue-to-complete latency per device, operation and \
          REQ_SYNC. Look for flush p99 (a slow volatile cache), and for sync writes whose p99 \
-         rises when non-sync (writeback) writes are heavy: the device does not prioritise them.",
+         rises when non-sync (writeback) writes are heavy: the device does not prioritise them. \
+         The default `[metrics] detail = basic` exports this histogram per op only (one line \
+         per op, requests by op and sync are in the request panel); `full` splits by REQ_SYNC.",
         vec![
             Query::new(
                 s.quantile(0.5, LATENCY, "device, op, sync"),
@@ -97,7 +99,8 @@ pub fn queue_latency(s: Scope) -> Panel {
         "99th percentile of the time a request waited between allocation or insertion into the \
          I/O scheduler and its issue to the driver. High values with a low service time mean \
          requests queue in the scheduler (or the plug) behind others, e.g. sync writes behind \
-         a flood of writeback.",
+         a flood of writeback. The default `[metrics] detail = basic` exports it per device \
+         (one line); `full` splits by op.",
         vec![Query::new(
             s.quantile(0.99, "wbscope_block_queue_latency_seconds", "device, op"),
             s.legend("{{device}} {{op}}"),

@@ -67,7 +67,9 @@ pub fn duration_p99(s: Scope) -> Panel {
         "s",
         "99th percentile of the time from a work item's first start to its last written event, \
          by sync mode and reason. Long WB_SYNC_ALL items are sync or syncfs calls stuck behind \
-         a slow device; long background items mean the flusher cannot drain dirty memory.",
+         a slow device; long background items mean the flusher cannot drain dirty memory. The \
+         default `[metrics] detail = basic` exports it per device (one line; the work counters \
+         keep sync mode and reason); `full` splits it.",
         vec![Query::new(
             s.quantile(
                 0.99,

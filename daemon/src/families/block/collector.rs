@@ -163,15 +163,22 @@ fn sync_label(sync: u16) -> &'static str {
 }
 
 /// Builds the metric families from a snapshot; `device` names a kernel dev_t. With
-/// `Detail::Basic` the flag counters are summed over ops (no `op` label): the dashboards read
-/// them by device, flag and level only, and per op they are a fifth of a device's series.
+/// `Detail::Basic` (the fleet default, README "Series per device") the labels a device's
+/// series multiply by are kept where they are cheap and dropped where they cost a histogram
+/// each: request counts keep op and sync, but request latency is by op (no `sync`), queue
+/// latency by device (no `op`), bytes by op (no `sync`), and flag counters are summed over
+/// ops (no `op`).
 pub fn build(
     snap: &Snapshot,
     op_labels: &BTreeMap<u32, &'static str>,
     device: &dyn Fn(u32) -> String,
     detail: Detail,
 ) -> Vec<MetricFamily> {
-    let flag_op = |o: &'static str| if detail == Detail::Full { o } else { "" };
+    // An empty value leaves the label out of the exposition.
+    let full = detail == Detail::Full;
+    let flag_op = |o: &'static str| if full { o } else { "" };
+    let latency_sync = |s: u16| if full { sync_label(s) } else { "" };
+    let queue_op = |o: &'static str| if full { o } else { "" };
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
     let mut dev = |d: u32| names.entry(d).or_insert_with(|| device(d)).clone();
     let op = |raw: u16| op_labels.get(&u32::from(raw)).copied().unwrap_or("other");
@@ -196,24 +203,32 @@ pub fn build(
     let mut latency: BTreeMap<RqLabels, Log2Hist> = BTreeMap::new();
     for (k, v) in &snap.rq_latency {
         latency
-            .entry((dev(k.dev), op(k.op), sync_label(k.sync)))
+            .entry((dev(k.dev), op(k.op), latency_sync(k.sync)))
             .or_insert(Log2Hist::ZERO)
             .merge(v);
     }
     let mut queue: BTreeMap<DevOp, Log2Hist> = BTreeMap::new();
     for (k, v) in &snap.queue_latency {
         queue
-            .entry((dev(k.dev), op(k.op)))
+            .entry((dev(k.dev), queue_op(op(k.op))))
             .or_insert(Log2Hist::ZERO)
             .merge(v);
     }
 
     let mut requests = MetricBuilder::counter(REQUESTS, FAMILIES);
     let mut bytes = MetricBuilder::counter(BYTES, FAMILIES);
+    let mut bytes_by: BTreeMap<RqLabels, u64> = BTreeMap::new();
     for ((d, o, s), c) in &counts {
         let labels = [("device", d.as_str()), ("op", *o), ("sync", *s)];
         requests.add_counter(&labels, c.requests as f64);
-        bytes.add_counter(&labels, c.bytes as f64);
+        let bytes_sync = if full { *s } else { "" };
+        *bytes_by.entry((d.clone(), o, bytes_sync)).or_insert(0) += c.bytes;
+    }
+    for ((d, o, s), b) in &bytes_by {
+        bytes.add_counter(
+            &[("device", d.as_str()), ("op", *o), ("sync", *s)],
+            *b as f64,
+        );
     }
     let mut flags = MetricBuilder::counter(FLAGS_TOTAL, FAMILIES);
     let mut errors = MetricBuilder::counter(ERRORS, FAMILIES);

@@ -180,3 +180,34 @@ fn basic_detail_sums_flags_over_ops_and_keeps_op_elsewhere() {
     assert_eq!(value(&families, ERRORS, &read), Some(1.0));
     assert_eq!(value(&families, REQUESTS, &read), Some(3.0));
 }
+
+#[test]
+fn basic_detail_drops_sync_from_latency_and_bytes_and_op_from_queue_latency() {
+    let mut lat = Log2Hist::ZERO;
+    lat.record(50_000);
+    let snap = Snapshot {
+        rq_counts: vec![
+            (key(1, 1), counts(2, 8192, 0, &[])),
+            (key(1, 0), counts(1, 4096, 0, &[])),
+        ],
+        rq_latency: vec![(key(1, 1), lat), (key(1, 0), lat)],
+        queue_latency: vec![(key(1, 1), lat), (key(0, 0), lat)],
+        ..Snapshot::default()
+    };
+    let families = build(&snap, &labels(), &|_| "loop3".into(), Detail::Basic);
+    let labels_of = |name: &str| -> Vec<Vec<String>> {
+        let f = families.iter().find(|f| f.name() == name).expect(name);
+        f.get_metric()
+            .iter()
+            .map(|m| m.get_label().iter().map(|l| l.name().to_owned()).collect())
+            .collect()
+    };
+    assert_eq!(labels_of(LATENCY), [["device", "op"]]);
+    assert_eq!(labels_of(QUEUE), [["device"]]);
+    assert_eq!(labels_of(BYTES), [["device", "op"]]);
+    assert_eq!(labels_of(REQUESTS).len(), 2, "requests keep op and sync");
+    let write = [("device", "loop3"), ("op", "write")];
+    assert_eq!(value(&families, LATENCY, &write), Some(2.0));
+    assert_eq!(value(&families, QUEUE, &[("device", "loop3")]), Some(2.0));
+    assert_eq!(value(&families, BYTES, &write), Some(12288.0));
+}
