@@ -27,8 +27,8 @@ pub enum Tier {
     /// `cargo xtask bench --quick`: every benchmark phase briefly; passes if the report has
     /// every row (root).
     BenchQuick,
-    /// Debian's 6.1 and 6.12 kernels in QEMU: `wbscope check` and a kernel-test subset (root,
-    /// slow). Part of the default run only when `WBSCOPE_VMTEST=1`.
+    /// Debian's 5.10, 6.1, 6.12 and unstable's newest kernel in QEMU: `wbscope check` and a
+    /// kernel-test subset (root, slow). Part of the default run only when `WBSCOPE_VMTEST=1`.
     Vm,
 }
 
@@ -69,7 +69,7 @@ impl Tier {
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
     /// Run only this tier (repeatable); default: all, in order (the vm tier only when
-    /// `WBSCOPE_VMTEST=1`: it boots two kernels under software emulation).
+    /// `WBSCOPE_VMTEST=1`: it boots four kernels under software emulation).
     #[arg(long = "tier", value_enum)]
     pub tiers: Vec<Tier>,
     /// Do not check for (or install) missing tools first.
