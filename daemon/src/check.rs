@@ -132,7 +132,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
             AttachStatus::Failed(why) => {
                 format!(
                     "FAILED: {} (--verbose shows the kernel's whole answer)",
-                    first_line(why)
+                    failure_summary(why)
                 )
             }
         };
@@ -149,7 +149,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
 /// for a verifier log, the line that says why it refused: the last one before the statistics the
 /// verifier appends. The log's first line is whatever the verifier printed first, often a
 /// harmless note.
-fn first_line(text: &str) -> String {
+fn failure_summary(text: &str) -> String {
     let first = text.lines().next().unwrap_or(text);
     let Some((head, _)) = first.split_once(VERIFIER_OUTPUT) else {
         return first.to_owned();
@@ -171,8 +171,8 @@ fn first_line(text: &str) -> String {
 const VERIFIER_OUTPUT: &str = "Verifier output: ";
 
 #[cfg(test)]
-mod first_line_tests {
-    use super::first_line;
+mod failure_summary_tests {
+    use super::failure_summary;
 
     #[test]
     fn shows_the_verifiers_reason_rather_than_its_first_note() {
@@ -182,12 +182,12 @@ mod first_line_tests {
                    verification time 4990 usec\nstack depth 112+0\n\
                    processed 37 insns (limit 1000000)\n: Invalid argument (os error 22)";
         assert_eq!(
-            first_line(why),
+            failure_summary(why),
             "the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). Verifier \
              output: … invalid func unknown#158"
         );
         assert_eq!(
-            first_line("attach failed: EBUSY\nmore"),
+            failure_summary("attach failed: EBUSY\nmore"),
             "attach failed: EBUSY"
         );
     }
