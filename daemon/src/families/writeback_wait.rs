@@ -101,7 +101,7 @@ impl Family for WritebackWait {
                 .btf
                 .as_ref()
                 .map_err(|why| format!("no kernel BTF: {why}"))
-                .and_then(|btf| task_access::prev_state_source(btf)),
+                .and_then(task_access::prev_state_source),
         );
     }
 
