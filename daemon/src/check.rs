@@ -162,7 +162,7 @@ fn failure_summary(text: &str) -> String {
             && !l.starts_with("processed ")
     });
     match reason {
-        Some(reason) => format!("{head}{VERIFIER_OUTPUT} … {reason}"),
+        Some(reason) => format!("{head}{VERIFIER_OUTPUT}… {reason}"),
         None => first.to_owned(),
     }
 }
