@@ -107,6 +107,11 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
             Err(why) => format!("fd → device resolution unavailable: {why}"),
         }
     );
+    let _ = writeln!(
+        text,
+        "{}",
+        kernel::task_access::describe_current_task(loaded.current_task)
+    );
     for family in &families {
         for line in family.describe() {
             let _ = writeln!(text, "{line}");
@@ -178,7 +183,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
             AttachStatus::Failed(why) => {
                 format!(
                     "FAILED: {} (--verbose shows the kernel's whole answer)",
-                    first_line(why)
+                    failure_summary(why)
                 )
             }
         };
@@ -191,7 +196,50 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
     out
 }
 
-/// Verifier logs can be hundreds of lines; the table shows the first.
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or(text)
+/// Verifier logs can be hundreds of lines; the table shows the first (the syscall's error) and,
+/// for a verifier log, the line that says why it refused: the last one before the statistics the
+/// verifier appends. The log's first line is whatever the verifier printed first, often a
+/// harmless note.
+fn failure_summary(text: &str) -> String {
+    let first = text.lines().next().unwrap_or(text);
+    let Some((head, _)) = first.split_once(VERIFIER_OUTPUT) else {
+        return first.to_owned();
+    };
+    let reason = text.lines().rev().map(str::trim).find(|l| {
+        !l.is_empty()
+            && !l.starts_with(':')
+            && !l.starts_with("verification time")
+            && !l.starts_with("stack depth")
+            && !l.starts_with("processed ")
+    });
+    match reason {
+        Some(reason) => format!("{head}{VERIFIER_OUTPUT}… {reason}"),
+        None => first.to_owned(),
+    }
+}
+
+/// How aya introduces the verifier's log in a load error.
+const VERIFIER_OUTPUT: &str = "Verifier output: ";
+
+#[cfg(test)]
+mod failure_summary_tests {
+    use super::failure_summary;
+
+    #[test]
+    fn shows_the_verifiers_reason_rather_than_its_first_note() {
+        let why = "the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). Verifier \
+                   output: arg#0 type is not a struct\nUnrecognized arg#0 type PTR\n\
+                   40: (85) call unknown#158\ninvalid func unknown#158\n\
+                   verification time 4990 usec\nstack depth 112+0\n\
+                   processed 37 insns (limit 1000000)\n: Invalid argument (os error 22)";
+        assert_eq!(
+            failure_summary(why),
+            "the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). Verifier \
+             output: … invalid func unknown#158"
+        );
+        assert_eq!(
+            failure_summary("attach failed: EBUSY\nmore"),
+            "attach failed: EBUSY"
+        );
+    }
 }

@@ -6,6 +6,7 @@
 //! globals.
 #![no_std]
 
+pub mod bio_disk;
 pub mod block;
 pub mod dirty;
 pub mod hist;
@@ -15,6 +16,7 @@ pub mod stall;
 pub mod submission;
 pub mod sync_call;
 pub mod sync_layout;
+pub mod task;
 pub mod top;
 pub mod writeback;
 

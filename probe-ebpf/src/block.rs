@@ -16,6 +16,7 @@
 //! request again after the post-flush) or ending an empty pre-flush that never reached the driver.
 
 use aya_ebpf::{
+    EbpfContext,
     helpers::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
     maps::{LruHashMap, PerCpuHashMap},
@@ -115,13 +116,18 @@ fn rq_fields(rq: u64, start: bool, io_start: bool) -> Option<RqFields> {
 
 /// Argument `n` (0 or 1) as a raw value. The index comes from a load-time global; the verifier
 /// accepts only constant offsets into the context (it prunes the branch not taken, which may
-/// even be past the prototype's last argument), hence the branch.
+/// even be past the prototype's last argument), hence the branch. The second load is volatile
+/// so that LLVM cannot merge the two into one load at a computed offset (`ctx + 8 * (n != 0)`),
+/// which the verifier refuses ("dereference of modified ctx ptr", seen on 5.10, where
+/// `block_bio_queue(q, bio)` takes the bio second).
 #[inline(always)]
 fn arg(ctx: &BtfTracePointContext, n: u32) -> u64 {
     if n == 0 {
         ctx.arg::<u64>(0)
     } else {
-        ctx.arg::<u64>(1)
+        // SAFETY: a tp_btf context is an array of 8-byte arguments, and the daemon sets `n` to 1
+        // only when the prototype has a second one (checked in BTF).
+        unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u64).add(1)) }
     }
 }
 
@@ -306,11 +312,16 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         return None;
     }
     let opf: u32 = load(bio, layout!(bio_bi_opf));
-    let bdev: u64 = load(bio, layout!(bio_bi_bdev));
-    if bdev == 0 {
-        return None;
-    }
-    let dev: u32 = load(bdev, layout!(bdev_bd_dev));
+    let dev = if crate::bio_disk::in_use() {
+        // Before 5.12: no bi_bdev, the bio names its disk and partition number.
+        crate::bio_disk::dev(bio)?
+    } else {
+        let bdev: u64 = load(bio, layout!(bio_bi_bdev));
+        if bdev == 0 {
+            return None;
+        }
+        load(bdev, layout!(bdev_bd_dev))
+    };
     let key = BlockKey {
         dev,
         op: (opf & layout!(op_mask)) as u16,

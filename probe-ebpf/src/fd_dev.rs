@@ -4,12 +4,14 @@
 //! Path (offsets from BTF, see `probe_common::layout::FdDevLayout`):
 //! `current->files->fdt->fd[fd]->f_inode->i_sb->s_dev`, with `fd < fdt->max_fds` checked first.
 //! Block device nodes live on the bdev pseudo-filesystem, so for them `i_rdev` names the device.
-//! The steps up to the fd array are plain loads through the BTF-typed current task; the rest
-//! are `bpf_probe_read_kernel`, so a racing close() yields 0 ("unknown"), never a fault.
+//! The steps up to the fd array are plain loads through the BTF-typed current task where the
+//! kernel has one (`current_task`); the rest are `bpf_probe_read_kernel`, so a racing close()
+//! yields 0 ("unknown"), never a fault.
 
-use aya_ebpf::helpers::{bpf_probe_read_kernel, generated};
+use aya_ebpf::helpers::bpf_probe_read_kernel;
+use probe_common::layout::FdDevLayout;
 
-use crate::{btf_load::load, globals::FD_DEV_LAYOUT};
+use crate::{btf_load::load, current_task, globals::FD_DEV_LAYOUT};
 
 /// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
 const S_IFMT: u16 = 0o170000;
@@ -28,22 +30,32 @@ pub fn read<T>(addr: u64) -> Option<T> {
 }
 
 /// The address of the inode behind `fd` of the current task, if it can be read. The task's
-/// file table is reached by plain loads through the BTF-typed current task; the fd array slot
-/// (a variable offset, which the verifier allows only for helper reads) and what follows it are
-/// helper reads, so a racing close() yields 0 ("unknown"), never a fault.
+/// file table is reached by plain loads through the BTF-typed current task where the kernel
+/// types it (`current_task`), by helper reads otherwise; the fd array slot (a variable offset,
+/// which the verifier allows only for helper reads) and what follows it are helper reads, so a
+/// racing close() yields 0 ("unknown"), never a fault.
 #[inline(always)]
 pub fn inode_of_fd(fd: u64) -> Option<u64> {
     let l = FD_DEV_LAYOUT.load();
     if l.resolved == 0 {
         return None;
     }
-    // SAFETY: bpf_get_current_task_btf has no preconditions; it returns the BTF-typed current
-    // task (never null in a program that runs in task context).
-    let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
-    if task == 0 {
+    let (max_fds, fd_array) = if current_task::typed() {
+        fd_table_typed(&l)?
+    } else {
+        fd_table_read(&l)?
+    };
+    if fd >= max_fds as u64 {
         return None;
     }
-    let files: u64 = load(task, l.task_files);
+    let file: u64 = read(fd_array + fd * 8)?;
+    read(file + l.file_f_inode as u64)
+}
+
+/// `(fdt->max_fds, fdt->fd)` of the current task through plain loads of typed pointers.
+#[inline(always)]
+fn fd_table_typed(l: &FdDevLayout) -> Option<(u32, u64)> {
+    let files: u64 = current_task::member(l.task_files)?;
     if files == 0 {
         return None;
     }
@@ -51,13 +63,21 @@ pub fn inode_of_fd(fd: u64) -> Option<u64> {
     if fdt == 0 {
         return None;
     }
-    let max_fds: u32 = load(fdt, l.fdt_max_fds);
-    if fd >= max_fds as u64 {
+    Some((load(fdt, l.fdt_max_fds), load(fdt, l.fdt_fd)))
+}
+
+/// The same through `bpf_probe_read_kernel`, for kernels without a typed current task.
+#[inline(always)]
+fn fd_table_read(l: &FdDevLayout) -> Option<(u32, u64)> {
+    let files: u64 = current_task::member(l.task_files)?;
+    let fdt: u64 = read(files + l.files_fdt as u64)?;
+    if fdt == 0 {
         return None;
     }
-    let fd_array: u64 = load(fdt, l.fdt_fd);
-    let file: u64 = read(fd_array + fd * 8)?;
-    read(file + l.file_f_inode as u64)
+    Some((
+        read(fdt + l.fdt_max_fds as u64)?,
+        read(fdt + l.fdt_fd as u64)?,
+    ))
 }
 
 /// The kernel `dev_t` of the filesystem holding the open file at address `file` (a

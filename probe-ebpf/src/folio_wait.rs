@@ -16,8 +16,8 @@
 //!
 //! sched_switch is the hottest hook there is, so it exits after one read of a global counter of
 //! pending entries while no wait is pending, and otherwise looks a thread up in the hash only if
-//! a per-bucket counter says it may have an entry. Kernels before 5.18 have no `prev_state` argument:
-//! the verifier then refuses the program and the probe is reported as failed.
+//! a per-bucket counter says it may have an entry. Kernels before 5.18 have no `prev_state`
+//! argument; `prev_state` reads the task's state there.
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
@@ -219,7 +219,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     if may_wait(prev_tid)
         && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
     {
-        let prev_state = ctx.arg::<u64>(3) as u32;
+        let prev_state = crate::prev_state::prev_state(ctx, prev)?;
         // SAFETY: map value pointer, valid for this program run.
         let wait = unsafe { &mut *wait };
         if prev_state != 0 {

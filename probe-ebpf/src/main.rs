@@ -12,8 +12,10 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
+mod bio_disk;
 mod block;
 mod btf_load;
+mod current_task;
 mod dirty_throttle;
 mod fd_dev;
 mod folio_wait;
@@ -22,6 +24,7 @@ mod hist;
 mod io_uring_sync;
 mod journal;
 mod msync_dev;
+mod prev_state;
 mod stall_events;
 mod submissions;
 mod sync_calls;

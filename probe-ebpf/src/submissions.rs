@@ -30,7 +30,7 @@
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::{btf_tracepoint, map},
     maps::{LruHashMap, PerCpuHashMap},
     programs::BtfTracePointContext,
@@ -41,6 +41,7 @@ use probe_common::submission::{
 
 use crate::{
     btf_load::load,
+    current_task,
     fd_dev::{dev_of_inode, read},
     hist::value_or_insert,
     sync_calls::SYNC_INFLIGHT,
@@ -110,11 +111,8 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     if l.resolved == 0 {
         return 0;
     }
-    // SAFETY: bpf_get_current_task_btf has no preconditions; it returns the BTF-typed current
-    // task, read below with a verifier-checked plain load.
-    let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
     // Kernel threads have no mm; the flusher is a kworker.
-    if task == 0 || load::<u64>(task, l.task_mm) != 0 {
+    if current_task::member::<u64>(l.task_mm) != Some(0) {
         return 0;
     }
     let tid = tid();

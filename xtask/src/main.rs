@@ -57,8 +57,8 @@ enum Command {
     /// Measure what wbscope costs (BPF time per operation, A/B throughput, syscall overhead,
     /// daemon CPU and memory, soak) beside bpftrace and biolatency; writes BENCHMARKS.md.
     Bench(bench::BenchArgs),
-    /// Boot Debian's 6.1 and 6.12 cloud kernels in QEMU and run `wbscope check` and a subset of
-    /// the kernel tests inside (root; slow: software emulation).
+    /// Boot Debian's cloud kernels (5.10, 6.1, 6.12, unstable's newest) in QEMU and run `wbscope
+    /// check` and a subset of the kernel tests inside (root; slow: software emulation).
     Vmtest(vmtest::VmtestArgs),
     /// Run only the lint tier.
     Lint {

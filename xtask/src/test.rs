@@ -30,8 +30,9 @@ pub enum Tier {
     /// `cargo xtask bench --quick`: every benchmark phase briefly; passes if the report has
     /// every row (root).
     BenchQuick,
-    /// Debian's 6.1 and 6.12 kernels in QEMU: `wbscope check` and a kernel-test subset (root;
-    /// about 3 minutes). Part of the default run unless `WBSCOPE_VMTEST=0`.
+    /// Debian's 5.10, 6.1, 6.12 and unstable's newest kernel in QEMU: `wbscope check` and a
+    /// kernel-test subset (root; about 5-8 minutes). Part of the default run unless
+    /// `WBSCOPE_VMTEST=0`.
     Vm,
 }
 
@@ -79,7 +80,7 @@ impl Tier {
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
     /// Run only this tier (repeatable); default: all, in order (`WBSCOPE_VMTEST=0` leaves out
-    /// the vm tier, which boots two kernels in QEMU).
+    /// the vm tier, which boots four kernels in QEMU).
     #[arg(long = "tier", value_enum)]
     pub tiers: Vec<Tier>,
     /// Do not check for (or install) missing tools first.

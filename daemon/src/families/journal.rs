@@ -36,6 +36,8 @@ pub struct Journal {
     xlog: Option<Result<(u32, u32), String>>,
     /// The resolved parts as the probes' global (zero where unresolved).
     format: JournalFormat,
+    /// Whether the xfs module's tracepoints are registered at all (it is loaded).
+    xfs_loaded: bool,
 }
 
 /// The jbd2 part of [`JournalFormat`].
@@ -110,6 +112,7 @@ impl Family for Journal {
 
     fn resolve(&mut self, kernel: &KernelInfo) {
         self.jbd2 = Some(jbd2_layout(kernel));
+        self.xfs_loaded = kernel.tracefs.event_exists("xfs", "xfs_file_fsync");
         self.xlog = Some(pair_offsets(
             kernel,
             "xfs",
@@ -145,10 +148,17 @@ impl Family for Journal {
 
     fn describe(&self) -> Vec<String> {
         let mut lines = Vec::new();
-        if let Some(Err(why)) = &self.xlog {
-            lines.push(format!(
-                "xfs log probes unavailable ({why}); the xfs module registers its tracepoints when it loads, so start wbscope after it (or `modprobe xfs` first)"
-            ));
+        match &self.xlog {
+            Some(Err(_)) if self.xfs_loaded => lines.push(
+                "xfs log probes unavailable: this kernel's xfs has no xlog_iclog_sync \
+                 tracepoints"
+                    .to_owned(),
+            ),
+            Some(Err(why)) => lines.push(format!(
+                "xfs log probes unavailable ({why}); the xfs module registers its tracepoints \
+                 when it loads, so start wbscope after it (or `modprobe xfs` first)"
+            )),
+            _ => {}
         }
         lines
     }

@@ -1,19 +1,31 @@
-//! Waits on pages under writeback: `tp_btf/folio_wait_writeback` paired with `tp_btf/sched_switch`,
-//! and `wbscope_writeback_wait_duration_seconds{device}`.
+//! Waits on pages under writeback: `tp_btf/folio_wait_writeback` (`wait_on_page_writeback`
+//! before 5.16) paired with `tp_btf/sched_switch`, and
+//! `wbscope_writeback_wait_duration_seconds{device}`.
 
 use aya::{Ebpf, EbpfLoader};
-use probe_common::dirty::{FolioWaitLayout, globals};
+use probe_common::{
+    dirty::{FolioWaitLayout, globals},
+    task::{PrevStateSource, globals as task_globals},
+};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
-    kernel::{btf::Btf, constants::task_uninterruptible, devices, layout::member_offset},
+    kernel::{
+        btf::Btf, constants::task_uninterruptible, devices, layout::member_offset, task_access,
+    },
     metrics::hist_collector::{KeyLabels, Log2HistCollector},
     probes::ProbeSpec,
 };
 
 const PROBES: &[ProbeSpec] = &[
-    ProbeSpec::btf_tracepoint("folio_wait_writeback", "folio_wait_writeback"),
+    // Called wait_on_page_writeback(page, mapping) before 5.16 (mm/page-writeback.c, at the
+    // same place), with the mapping at the same position.
+    ProbeSpec::btf_tracepoint_or(
+        "folio_wait_writeback",
+        "folio_wait_writeback",
+        "wait_on_page_writeback",
+    ),
     ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch"),
 ];
 
@@ -30,6 +42,28 @@ const FAMILIES: &[(&str, &str)] = &[(
 #[derive(Default)]
 pub struct WritebackWait {
     layout: Option<Result<FolioWaitLayout, String>>,
+    prev_state: Option<Result<PrevStateSource, String>>,
+}
+
+/// The wait tracepoints by name, newest first; the mapping is argument #1 of each.
+const WAIT_EVENTS: [&str; 2] = ["folio_wait_writeback", "wait_on_page_writeback"];
+
+/// The mapping must be where the probe reads it, on whichever wait event this kernel has.
+fn check_wait_prototype(btf: &Btf) -> Result<(), String> {
+    let Some(event) = WAIT_EVENTS
+        .into_iter()
+        .find(|e| btf.has_type(&format!("btf_trace_{e}")))
+    else {
+        // The loader reports the missing hook.
+        return Ok(());
+    };
+    match btf.tp_btf_arg_index(event, "address_space") {
+        Ok(1) => Ok(()),
+        Ok(n) => Err(format!(
+            "tp_btf {event} has the mapping at argument #{n}, not #1"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Offsets from BTF plus TASK_UNINTERRUPTIBLE from the sched_switch format.
@@ -38,6 +72,7 @@ fn folio_wait_layout(kernel: &KernelInfo) -> Result<FolioWaitLayout, String> {
         .btf
         .as_ref()
         .map_err(|why| format!("no kernel BTF: {why}"))?;
+    check_wait_prototype(btf)?;
     Ok(FolioWaitLayout {
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
         inode_i_mode: member_offset(btf, "inode", "i_mode", 2)?,
@@ -61,26 +96,39 @@ impl Family for WritebackWait {
 
     fn resolve(&mut self, kernel: &KernelInfo) {
         self.layout = Some(folio_wait_layout(kernel));
+        self.prev_state = Some(
+            kernel
+                .btf
+                .as_ref()
+                .map_err(|why| format!("no kernel BTF: {why}"))
+                .and_then(task_access::prev_state_source),
+        );
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
-        gap_of(&self.layout)
+        // Neither probe measures anything without the other.
+        gap_of(&self.layout).or_else(|| gap_of(&self.prev_state))
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
-        if let Some(Ok(layout)) = &self.layout {
+        if let (Some(Ok(layout)), Some(Ok(prev_state))) = (&self.layout, &self.prev_state) {
             loader.override_global(globals::FOLIO_WAIT_LAYOUT, layout, true);
+            loader.override_global(task_globals::PREV_STATE_SOURCE, prev_state, true);
         }
     }
 
     fn describe(&self) -> Vec<String> {
-        match &self.layout {
-            Some(Ok(l)) => vec![format!(
+        let mut lines = Vec::new();
+        if let Some(Ok(l)) = &self.layout {
+            lines.push(format!(
                 "TASK_UNINTERRUPTIBLE (from the sched_switch format): {:#x}",
                 l.task_uninterruptible
-            )],
-            _ => Vec::new(),
+            ));
         }
+        if let Some(Ok(source)) = &self.prev_state {
+            lines.push(task_access::describe_prev_state(source));
+        }
+        lines
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {

@@ -9,6 +9,7 @@ pub mod debugfs;
 pub mod devices;
 pub mod layout;
 pub mod mounts;
+pub mod task_access;
 pub mod tracefs;
 
 /// Where the kernel's own type information lives.

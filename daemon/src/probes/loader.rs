@@ -7,12 +7,15 @@ use aya::{
     Btf as AyaBtf, Ebpf, EbpfLoader,
     programs::{BtfTracePoint, TracePoint},
 };
-use probe_common::layout::{FdDevLayout, globals};
+use probe_common::{
+    layout::{FdDevLayout, globals},
+    task::{CurrentTask, globals as task_globals},
+};
 
 use super::catalog::{Hook, ProbeSpec};
 use crate::{
     families::Family,
-    kernel::{KernelInfo, layout::fd_dev_layout},
+    kernel::{KernelInfo, layout::fd_dev_layout, task_access},
 };
 
 /// Why the eBPF object as a whole could not be loaded.
@@ -57,6 +60,8 @@ pub struct LoadedProbes {
     pub reports: Vec<ProbeReport>,
     /// The fd → device layout shared by the sync-call probes, or why it is unavailable.
     pub fd_dev: Result<FdDevLayout, String>,
+    /// How the probes reach the current task on this kernel.
+    pub current_task: CurrentTask,
 }
 
 impl LoadedProbes {
@@ -97,6 +102,11 @@ pub fn load_and_attach(
         .as_ref()
         .map_err(|why| format!("no kernel BTF: {why}"))
         .and_then(fd_dev_layout);
+    let current_task = kernel
+        .btf
+        .as_ref()
+        .map(task_access::current_task)
+        .unwrap_or_default();
     // Every decision that needs our BTF or tracefs, before the BTF goes.
     let plans: Vec<Plan<'_>> = families
         .iter()
@@ -126,6 +136,7 @@ pub fn load_and_attach(
         loader.override_global(globals::FD_DEV_LAYOUT, layout, true);
     }
     loader.override_global(globals::IGNORE_TGID, &ignore_tgid, true);
+    loader.override_global(task_globals::CURRENT_TASK, &current_task, true);
     for family in families {
         family.set_globals(&mut loader);
     }
@@ -150,6 +161,7 @@ pub fn load_and_attach(
         ebpf,
         reports,
         fd_dev,
+        current_task,
     })
 }
 

@@ -24,16 +24,27 @@ pub struct Bpftrace {
 impl Bpftrace {
     /// Starts `program` and waits until its probes are attached.
     pub fn start(program: &str) -> Bpftrace {
-        let script = format!("BEGIN {{ printf(\"ready\\n\"); }} {program}");
+        // Where bpftrace cannot use kernel BTF (0.17 on 5.10 reports `btf: no`), it compiles
+        // each tracepoint's record from its format file, whose fields may use types such as
+        // `ino_t` (balance_dirty_pages' cgroup_ino) that only the libc header defines.
+        let script = format!("#include <sys/types.h>\nBEGIN {{ printf(\"ready\\n\"); }} {program}");
         // bpftrace warns that it cannot raise RLIMIT_MEMLOCK (no CAP_SYS_RESOURCE here) and
         // carries on: BPF memory is charged to the memory cgroup on this kernel.
         let mut child = Command::new("bpftrace")
             .args(["-e", &script])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("run bpftrace");
         let stdout = child.stdout.take().expect("bpftrace stdout");
+        // Read on its own thread so that bpftrace never blocks on a full pipe; what it said is
+        // shown if it fails to attach.
+        let stderr = child.stderr.take().expect("bpftrace stderr");
+        let said = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
+            text
+        });
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -49,7 +60,13 @@ impl Bpftrace {
             match tracer.lines.recv_timeout(left) {
                 Ok(line) if line.trim() == "ready" => return tracer,
                 Ok(_) => continue,
-                Err(e) => panic!("bpftrace did not attach: {e}"),
+                Err(e) => {
+                    let mut tracer = tracer;
+                    let _ = tracer.child.kill();
+                    let _ = tracer.child.wait();
+                    let said = said.join().unwrap_or_default();
+                    panic!("bpftrace did not attach: {e}; it said:\n{said}");
+                }
             }
         }
     }

@@ -93,6 +93,20 @@ impl TestDaemon {
         }
     }
 
+    /// Whether the part of a test that needs `probe` (named `part`) is left out: like
+    /// [`TestDaemon::skips`], but the rest of the test still runs and asserts, so the test is not
+    /// reported as skipped; the line says what was not asserted.
+    pub fn skipped_part(&self, probe: &str, part: &str) -> bool {
+        let why = self.reports().iter().find_map(|r| match &r.status {
+            wbscope::probes::AttachStatus::Skipped(why) if r.spec.program == probe => Some(why),
+            _ => None,
+        });
+        if let Some(why) = why {
+            eprintln!("not asserted: {part} (probe {probe} is skipped on this kernel: {why})");
+        }
+        why.is_some()
+    }
+
     /// What happened to each probe.
     pub fn reports(&self) -> &[wbscope::probes::ProbeReport] {
         self.daemon

@@ -111,13 +111,20 @@ fn counts_each_call(kind: FsKind) {
     let durations = uring(&helper, &data, &["fsync", "fdatasync", "sync_file_range"]);
     assert_eq!(durations.len(), 3);
 
+    // Where the kernel's io_uring tracepoints do not pass the request (5.10), the io_uring
+    // probes are skipped (the VM tier reports it): the requests are made all the same, and
+    // every other call is still asserted.
+    let uring_counted = ["io_uring_submit_req", "io_uring_complete"]
+        .iter()
+        .all(|p| !daemon.skipped_part(p, "io_uring request counts"));
+    let uring_n = if uring_counted { 1.0 } else { 0.0 };
     let expected = [
         ("sync_file_range", 2.0),
         ("syncfs", 1.0),
         ("msync", 1.0),
-        ("io_uring_fsync", 1.0),
-        ("io_uring_fdatasync", 1.0),
-        ("io_uring_sync_file_range", 1.0),
+        ("io_uring_fsync", uring_n),
+        ("io_uring_fdatasync", uring_n),
+        ("io_uring_sync_file_range", uring_n),
         ("fsync", 0.0),
         ("fdatasync", 0.0),
     ];

@@ -18,6 +18,17 @@ const MIB: u64 = 1 << 20;
 const FILE_SIZE: u64 = 8 * MIB;
 const ATTEMPTS: usize = 3;
 
+/// The wait tracepoint this kernel has: `folio_wait_writeback`, called `wait_on_page_writeback`
+/// before 5.16 (same `name` field).
+fn wait_event() -> &'static str {
+    let tracefs = wbscope::kernel::tracefs::Tracefs::locate_or_mount().expect("tracefs");
+    if tracefs.event_exists("writeback", "folio_wait_writeback") {
+        "folio_wait_writeback"
+    } else {
+        "wait_on_page_writeback"
+    }
+}
+
 /// One fdatasync behind started writeback, as wbscope and a bpftrace observer saw it.
 struct Observed {
     waits: f64,
@@ -37,8 +48,9 @@ fn attempt(daemon: &TestDaemon, file: &mut File, bdi: &str, device: &str) -> Obs
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     let tracer = Bpftrace::start(&format!(
-        "tracepoint:writeback:folio_wait_writeback /args->name == \"{bdi}\" && tid != {tid}/ \
-         {{ @foreign = count(); }}"
+        "tracepoint:writeback:{} /args->name == \"{bdi}\" && tid != {tid}/ \
+         {{ @foreign = count(); }}",
+        wait_event()
     ));
     let before = daemon.scrape();
 

@@ -161,13 +161,14 @@ pub fn not_attached(check: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The lines above the probe table that say something is not available (`not` in them): the
-/// caller keeps those the host does not also print.
+/// The lines above the probe table that say something is not available or is done another
+/// way because the kernel lacks it (`not` or `no` in them): the caller keeps those the host does
+/// not also print.
 pub fn header_notes(check: &str) -> Vec<String> {
     check
         .lines()
         .take_while(|l| !l.starts_with("PROBE "))
-        .filter(|l| l.contains(" not "))
+        .filter(|l| l.contains(" not ") || l.contains(" no ") || l.contains("(no "))
         .map(str::to_owned)
         .collect()
 }
@@ -178,6 +179,7 @@ mod tests {
 
     const CONSOLE: &str = "[ 1.0] noise\n@@VMTEST begin check\nwbscope 0.1.0 on kernel 6.1\n\
         block: x (io_start_time_ns is not usable here)\n\
+        sched_switch: from task_struct.state (no prev_state argument before 5.18)\n\
         PROBE  HOOK  STATUS\nwriteback_queue  tracepoint writeback/writeback_queue  attached\n\
         block_io_start  tp_btf block_io_start  skipped: no tracepoint block/block_io_start\n\
         \n35 of 36 probes attach on this kernel\n@@VMTEST end check rc=0\n\
@@ -190,7 +192,10 @@ mod tests {
         assert_eq!(attached(&check.text), Some((35, 36)));
         assert_eq!(
             header_notes(&check.text),
-            ["block: x (io_start_time_ns is not usable here)"]
+            [
+                "block: x (io_start_time_ns is not usable here)",
+                "sched_switch: from task_struct.state (no prev_state argument before 5.18)"
+            ]
         );
         assert_eq!(
             not_attached(&check.text),

@@ -1,7 +1,8 @@
-//! `cargo xtask vmtest`: boots Debian's cloud kernels (6.1, 6.12) in QEMU with the host's root
-//! shared read-only, runs `wbscope check` and a subset of the kernel tests inside, and writes the
-//! kernel support table. Software emulation only: it takes about a minute or more per kernel.
+//! `cargo xtask vmtest`: boots Debian's cloud kernels (Debian 11's 5.10, Debian 12's 6.1 and
+//! 6.12, unstable's newest) in QEMU with the host's root shared read-only, runs `wbscope check`
+//! and a subset of the kernel tests inside, and writes the kernel support table. Software emulation only: it takes about a minute or more per kernel.
 
+mod archive;
 mod boot;
 mod guest;
 mod initramfs;
@@ -24,21 +25,32 @@ use report::KernelResult;
 /// Which kernels to boot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum KernelChoice {
+    /// Debian 11's 5.10 (bullseye, bullseye-security).
+    #[value(name = "5.10")]
+    V5_10,
+    /// Debian 12's 6.1 (bookworm, bookworm-security).
     #[value(name = "6.1")]
     V6_1,
+    /// Debian 12's 6.12 (bookworm, bookworm-security).
     #[value(name = "6.12")]
     V6_12,
+    /// The newest kernel Debian packages (unstable).
+    Newest,
+    /// Every series above, oldest first.
     All,
 }
 
 impl KernelChoice {
-    /// The Debian package series names to boot.
-    fn series(self) -> &'static [&'static str] {
-        match self {
+    /// The series to boot, oldest first.
+    fn series(self) -> Result<Vec<&'static kernel::Series>> {
+        let names: &[&str] = match self {
+            KernelChoice::V5_10 => &["5.10"],
             KernelChoice::V6_1 => &["6.1"],
             KernelChoice::V6_12 => &["6.12"],
-            KernelChoice::All => &["6.1", "6.12"],
-        }
+            KernelChoice::Newest => &["newest"],
+            KernelChoice::All => return Ok(kernel::SERIES.iter().collect()),
+        };
+        names.iter().map(|n| kernel::series(n)).collect()
     }
 }
 
@@ -114,8 +126,8 @@ pub fn run(pins: &Pins, args: &VmtestArgs) -> Result<()> {
 
     let (host, host_check) = host_result(pins)?;
     let mut results = vec![host];
-    for series in args.kernel.series() {
-        println!("==> vmtest: Linux {series}");
+    for series in args.kernel.series()? {
+        println!("==> vmtest: Linux {} ({})", series.name, series.release);
         let mut result = boot_one(pins, series, &cache, &kernel_tests, &tests, args)?;
         // Only what this kernel lacks and the host has.
         result
@@ -152,7 +164,7 @@ pub fn run(pins: &Pins, args: &VmtestArgs) -> Result<()> {
 /// Fetches, boots and reads back one kernel.
 fn boot_one(
     pins: &Pins,
-    series: &str,
+    series: &kernel::Series,
     cache: &Path,
     kernel_tests: &Path,
     tests: &[String],
@@ -160,7 +172,7 @@ fn boot_one(
 ) -> Result<KernelResult> {
     let start = Instant::now();
     let kernel = kernel::prepare(series, cache)?;
-    let work = cache.join("run").join(series);
+    let work = cache.join("run").join(series.name);
     fs::create_dir_all(&work).with_context(|| format!("mkdir {}", work.display()))?;
     let initrd = work.join("initramfs.cpio.gz");
     initramfs::build(&kernel, &work, &initrd)?;

@@ -4,8 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use probe_common::block::{
-    BlockLayout, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
+use probe_common::{
+    bio_disk::BioDiskLayout,
+    block::{
+        BlockLayout, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
+    },
 };
 
 use crate::kernel::{
@@ -20,6 +23,8 @@ pub struct Resolved {
     pub rq: Result<(), String>,
     /// The bio probe can run.
     pub bio: Result<(), String>,
+    /// Set where bios name their disk rather than their block device (before 5.12).
+    pub bio_disk: Option<BioDiskLayout>,
     /// `op` label by raw `req_op` value (ops not listed are `other`).
     pub op_labels: BTreeMap<u32, &'static str>,
 }
@@ -41,13 +46,15 @@ pub fn resolve(btf: &Btf) -> Resolved {
     let rq = common
         .clone()
         .and_then(|()| resolve_request(btf, &mut layout));
-    let bio = common.and_then(|()| resolve_bio(btf, &mut layout));
+    let mut bio_disk = None;
+    let bio = common.and_then(|()| resolve_bio(btf, &mut layout, &mut bio_disk));
     layout.rq_resolved = u32::from(rq.is_ok());
     layout.bio_resolved = u32::from(bio.is_ok());
     Resolved {
         layout,
         rq,
         bio,
+        bio_disk,
         op_labels: op_labels(btf),
     }
 }
@@ -132,13 +139,45 @@ fn resolve_request(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
     Ok(())
 }
 
-fn resolve_bio(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
+fn resolve_bio(
+    btf: &Btf,
+    l: &mut BlockLayout,
+    disk: &mut Option<BioDiskLayout>,
+) -> Result<(), String> {
     l.bio_bi_opf = member_offset(btf, "bio", "bi_opf", 4)?;
-    // `bio->bi_bdev` since 5.12 (before: bi_disk + bi_partno, not supported).
-    l.bio_bi_bdev = member_offset(btf, "bio", "bi_bdev", 8)?;
-    l.bdev_bd_dev = member_offset(btf, "block_device", "bd_dev", 4)?;
     l.bio_queue_arg = arg_index(btf, "block_bio_queue", "bio")?;
+    // `bio->bi_bdev` since 5.12; before, `bi_disk` + `bi_partno`.
+    match member_offset(btf, "bio", "bi_bdev", 8) {
+        Ok(off) => {
+            l.bio_bi_bdev = off;
+            l.bdev_bd_dev = member_offset(btf, "block_device", "bd_dev", 4)?;
+        }
+        Err(no_bdev) => {
+            *disk = Some(
+                bio_disk_layout(btf)
+                    .map_err(|e| format!("{no_bdev}, and for bi_disk + bi_partno: {e}"))?,
+            );
+        }
+    }
     Ok(())
+}
+
+/// The offsets for a bio's device on kernels before 5.12 (`probe_common::bio_disk`).
+fn bio_disk_layout(btf: &Btf) -> Result<BioDiskLayout, String> {
+    let offset = |ty: &str, name: &str| btf.member_offset(ty, name).map_err(|e| e.to_string());
+    Ok(BioDiskLayout {
+        bio_bi_disk: member_offset(btf, "bio", "bi_disk", 8)?,
+        bio_bi_partno: member_offset(btf, "bio", "bi_partno", 1)?,
+        disk_major: member_offset(btf, "gendisk", "major", 4)?,
+        disk_first_minor: member_offset(btf, "gendisk", "first_minor", 4)?,
+        disk_part_tbl: member_offset(btf, "gendisk", "part_tbl", 8)?,
+        part_tbl_len: member_offset(btf, "disk_part_tbl", "len", 4)?,
+        // A flexible array: its size says nothing, the slots are pointers.
+        part_tbl_part: offset("disk_part_tbl", "part")?,
+        part_devt: offset("hd_struct", "__dev")? + member_offset(btf, "device", "devt", 4)?,
+        resolved: 1,
+        _reserved: 0,
+    })
 }
 
 fn arg_index(btf: &Btf, event: &str, struct_name: &str) -> Result<u32, String> {

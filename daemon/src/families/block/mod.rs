@@ -62,6 +62,9 @@ impl Family for Block {
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(r)) = &self.resolved {
             loader.override_global(BLOCK_LAYOUT_GLOBAL, &r.layout, true);
+            if let Some(disk) = &r.bio_disk {
+                loader.override_global(probe_common::bio_disk::BIO_DISK_LAYOUT, disk, true);
+            }
         }
     }
 
@@ -101,9 +104,14 @@ impl Family for Block {
                 l.issue_arg,
             ),
             format!(
-                "block: op mask {:#x}, flag bits (from BTF) {}",
+                "block: op mask {:#x}, flag bits (from BTF) {}; bio device from {}",
                 l.op_mask,
-                flags.join(" ")
+                flags.join(" "),
+                if r.bio_disk.is_some() {
+                    "bio->bi_disk + bi_partno (no bi_bdev before 5.12)"
+                } else {
+                    "bio->bi_bdev"
+                }
             ),
         ]
     }

@@ -9,6 +9,7 @@ use probe_common::{
 
 use crate::kernel::{
     KernelInfo,
+    btf::Btf,
     layout::{field_offset, member_offset},
 };
 
@@ -64,6 +65,7 @@ pub fn io_uring(kernel: &KernelInfo) -> Result<IoUringLayout, String> {
             .map_err(|e| e.to_string())?;
         u32::try_from(value).map_err(|_| format!("{name} = {value} out of range"))
     };
+    check_io_uring_prototypes(btf)?;
     // `cmd` is a union of opaque per-opcode data; its size only bounds what fits in it.
     let cmd_size = btf
         .member_size("io_kiocb", "cmd")
@@ -86,6 +88,29 @@ pub fn io_uring(kernel: &KernelInfo) -> Result<IoUringLayout, String> {
         resolved: 1,
         _reserved: 0,
     })
+}
+
+/// The probes read the request (`struct io_kiocb *`) at argument #0 of the submit event
+/// (whichever name BTF has). Kernels before 5.15 or so pass the ring, opcode and `user_data`
+/// there instead, with no request to follow to its file. `io_uring_complete` takes the request
+/// as a `void *` (#1), which BTF cannot tell from any other pointer, so it is not checked.
+fn check_io_uring_prototypes(btf: &Btf) -> Result<(), String> {
+    let Some(submit) = ["io_uring_submit_req", "io_uring_submit_sqe"]
+        .into_iter()
+        .find(|e| btf.has_type(&format!("btf_trace_{e}")))
+    else {
+        // A missing hook is the loader's to report.
+        return Ok(());
+    };
+    match btf.tp_btf_arg_index(submit, "io_kiocb") {
+        Ok(0) => Ok(()),
+        Ok(n) => Err(format!(
+            "tp_btf {submit} has the request at argument #{n}, not #0"
+        )),
+        Err(_) => Err(format!(
+            "tp_btf {submit} takes no request (struct io_kiocb) on this kernel"
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,105 @@
+//! How the probes read `task_struct` on this kernel (`probe_common::task`), decided from BTF
+//! rather than the kernel version, so that backports are followed.
+
+use probe_common::task::{CurrentTask, PrevStateSource};
+
+use super::{btf::Btf, layout::member_offset};
+
+/// The `enum bpf_func_id` entry of the helper that types the current task (5.11+). A kernel
+/// knows a helper exactly when its BTF has the enumerator.
+const TASK_BTF_HELPER: &str = "BPF_FUNC_get_current_task_btf";
+
+/// Whether the current task can be BTF-typed (`bpf_get_current_task_btf`), else it is read
+/// with `bpf_probe_read_kernel`.
+pub fn current_task(btf: &Btf) -> CurrentTask {
+    CurrentTask {
+        btf_typed: u32::from(btf.enum_value("bpf_func_id", TASK_BTF_HELPER).is_ok()),
+    }
+}
+
+/// One line for `wbscope check`.
+pub fn describe_current_task(task: CurrentTask) -> &'static str {
+    if task.btf_typed != 0 {
+        "current task: bpf_get_current_task_btf (typed loads)"
+    } else {
+        "current task: bpf_get_current_task + bpf_probe_read_kernel (this kernel has no \
+         bpf_get_current_task_btf, 5.11+)"
+    }
+}
+
+/// Where `tp_btf/sched_switch` finds the previous task's state: its `prev_state` argument
+/// (5.18+), else `task_struct.__state` (5.14+) or `task_struct.state`. The prototype must be
+/// `(preempt, prev, next[, prev_state])` with the tasks at #1 and #2.
+pub fn prev_state_source(btf: &Btf) -> Result<PrevStateSource, String> {
+    const EVENT: &str = "sched_switch";
+    let count = btf.tp_btf_arg_count(EVENT).map_err(|e| e.to_string())?;
+    let prev = btf
+        .tp_btf_arg_index(EVENT, "task_struct")
+        .map_err(|e| e.to_string())?;
+    if prev != 1 || !(3..=4).contains(&count) {
+        return Err(format!(
+            "tp_btf {EVENT} has {count} arguments with the first task at #{prev}; expected \
+             (preempt, prev, next[, prev_state])"
+        ));
+    }
+    if count == 4 {
+        return Ok(PrevStateSource {
+            from_arg: 1,
+            task_state: 0,
+            task_state_size: 0,
+            resolved: 1,
+        });
+    }
+    let (task_state, task_state_size) = member_offset(btf, "task_struct", "__state", 4)
+        .map(|off| (off, 4))
+        .or_else(|_| member_offset(btf, "task_struct", "state", 8).map(|off| (off, 8)))
+        .map_err(|e| format!("sched_switch has no prev_state argument and {e}"))?;
+    Ok(PrevStateSource {
+        from_arg: 0,
+        task_state,
+        task_state_size,
+        resolved: 1,
+    })
+}
+
+/// One line for `wbscope check`.
+pub fn describe_prev_state(source: &PrevStateSource) -> String {
+    match (source.from_arg, source.task_state_size) {
+        (1, _) => "sched_switch: previous task's state from its prev_state argument".to_owned(),
+        (_, 4) => "sched_switch: previous task's state from task_struct.__state (no prev_state \
+                   argument before 5.18)"
+            .to_owned(),
+        _ => "sched_switch: previous task's state from task_struct.state (no prev_state \
+              argument before 5.18)"
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a machine with BTF both decisions resolve; a 5.11+ kernel types the current task.
+    #[test]
+    fn resolves_on_the_running_kernel() {
+        let Ok(btf) = Btf::from_file(std::path::Path::new(super::super::VMLINUX_BTF)) else {
+            eprintln!("skipped: no kernel BTF");
+            return;
+        };
+        let source = prev_state_source(&btf).expect("prev state source");
+        assert_eq!(source.resolved, 1);
+        // The kernels this is developed on are 5.18+: the argument is there.
+        let release = super::super::release();
+        let major_minor: Vec<u32> = release
+            .split(|c: char| !c.is_ascii_digit())
+            .take(2)
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if major_minor >= vec![5, 18] {
+            assert_eq!(source.from_arg, 1, "{release}");
+        }
+        if major_minor >= vec![5, 11] {
+            assert_eq!(current_task(&btf).btf_typed, 1, "{release}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Members of the current task, on kernels with and without `bpf_get_current_task_btf()`.
+//!
+//! Since 5.11 `bpf_get_current_task_btf()` returns a BTF-typed task, read with plain loads
+//! (`btf_load`), which cost less than a helper call. Older kernels (Debian 11's 5.10) have only
+//! `bpf_get_current_task()`, a plain number whose members `bpf_probe_read_kernel` reads. The
+//! daemon says which in [`CURRENT_TASK`], a frozen global: the verifier visits only the branch
+//! this kernel supports, so the unknown helper in the other one does not fail the program.
+
+use aya_ebpf::{Global, helpers::generated};
+use probe_common::task::CurrentTask;
+
+use crate::{btf_load::load, fd_dev::read};
+
+// `#[used]`: never merged with a promoted constant (see `globals`).
+#[unsafe(no_mangle)]
+#[used]
+static CURRENT_TASK: Global<CurrentTask> = Global::new(CurrentTask { btf_typed: 0 });
+
+/// The current task's member at `offset` (a `T`-sized member from BTF); `None` if it cannot be
+/// read.
+#[inline(always)]
+pub fn member<T>(offset: u32) -> Option<T> {
+    if CURRENT_TASK.load().btf_typed != 0 {
+        // SAFETY: bpf_get_current_task_btf has no preconditions; it returns the BTF-typed
+        // current task, never null in task context (checked anyway).
+        let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
+        if task == 0 {
+            return None;
+        }
+        Some(load(task, offset))
+    } else {
+        // SAFETY: bpf_get_current_task has no preconditions; the address is only read through
+        // bpf_probe_read_kernel.
+        let task = unsafe { generated::bpf_get_current_task() };
+        if task == 0 {
+            return None;
+        }
+        read(task + offset as u64)
+    }
+}
+
+/// Whether members of the current task, and the typed pointers loaded from it, may be read
+/// with plain loads (`btf_load`); otherwise every read goes through `fd_dev::read`.
+#[inline(always)]
+pub fn typed() -> bool {
+    CURRENT_TASK.load().btf_typed != 0
+}
