@@ -22,6 +22,7 @@ mod hist;
 mod io_uring_sync;
 mod journal;
 mod msync_dev;
+mod nfs;
 mod stall_events;
 mod submissions;
 mod sync_calls;
