@@ -84,7 +84,7 @@ impl Family for Nfs {
     fn describe(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if let Some(why) = &self.module_missing {
-            lines.push(format!("nfs: probes skipped: {why}"));
+            lines.push(format!("nfs: {why}"));
         }
         if let Some(Ok(())) = &self.writes
             && let Some(Err(why)) = &self.pass_mode

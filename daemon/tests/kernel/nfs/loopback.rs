@@ -58,8 +58,9 @@ pub struct NfsLoopback {
     mountd: Option<Child>,
 }
 
+/// Writes one line to an nfsd control file (several of them refuse a value without the newline).
 fn write(path: &str, value: &str) -> Result<(), String> {
-    fs::write(path, value).map_err(|e| format!("write {value:?} to {path}: {e}"))
+    fs::write(path, format!("{value}\n")).map_err(|e| format!("write {value:?} to {path}: {e}"))
 }
 
 fn run(cmd: &mut Command) -> Result<(), String> {
@@ -110,7 +111,14 @@ impl NfsLoopback {
             run(Command::new("mount").args(["-t", "nfsd", "nfsd", NFSD_FS]))?;
             self.nfsd_fs_mounted = true;
         }
-        write(&format!("{NFSD_FS}/versions"), "-2 -3 +4 +4.1 +4.2")?;
+        // NFSv4 only (no rpcbind, lockd or statd). Kernels built without NFSv2 refuse `-2`.
+        let versions = format!("{NFSD_FS}/versions");
+        let _ = write(&versions, "-2");
+        write(&versions, "-3 +4 +4.1 +4.2")?;
+        let enabled = fs::read_to_string(&versions).unwrap_or_default();
+        if enabled.split_whitespace().any(|v| v == "+2" || v == "+3") {
+            return Err(format!("nfsd still serves NFSv2/3: {}", enabled.trim()));
+        }
         // The shortest grace period nfsd accepts: a fresh server refuses OPENs until it ends.
         write(&format!("{NFSD_FS}/nfsv4gracetime"), "10")?;
         write(&format!("{NFSD_FS}/nfsv4leasetime"), "10")?;
@@ -193,8 +201,11 @@ fn channel_has_reader() -> bool {
     procs.flatten().any(|p| {
         fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
             fds.flatten().any(|fd| {
-                fs::read_link(fd.path())
-                    .is_ok_and(|t| t == Path::new("/proc/net/rpc/nfsd.export/channel"))
+                // `/proc/net` is `/proc/self/net`: the link names the opener's pid.
+                fs::read_link(fd.path()).is_ok_and(|t| {
+                    t.to_string_lossy()
+                        .ends_with("/net/rpc/nfsd.export/channel")
+                })
             })
         })
     })
