@@ -130,6 +130,13 @@ fn measure(
          wbscope {counted:?}"
     );
     let context = wbscope_lines(&after);
+    // The mount's series as the daemon exports them, for the log (and the README's example).
+    for line in context.lines().filter(|l| {
+        l.contains(&format!("\"{device}\""))
+            && (l.starts_with("wbscope_nfs_") || l.contains("fsync"))
+    }) {
+        eprintln!("  {line}");
+    }
     assert_eq!(counted.writes(), kernel.writes as f64, "WRITEs\n{context}");
     assert_eq!(counted.commits, kernel.commits as f64, "COMMITs\n{context}");
     assert_eq!(traced_commits, kernel.commits, "traced COMMITs");
