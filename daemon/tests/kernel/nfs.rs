@@ -104,11 +104,15 @@ fn measure(
         .split_once(':')
         .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
         .expect("MAJ:MIN");
+    let started = std::time::Instant::now();
     let trace = NfsTrace::start();
+    let traced_at = started.elapsed();
     let before_stats = MountStats::of(nfs.mountpoint());
     let before = daemon.scrape();
 
+    let scraped_at = started.elapsed();
     workload(nfs.mountpoint());
+    let worked_at = started.elapsed();
 
     let kernel = MountStats::of(nfs.mountpoint()).since(&before_stats);
     let after = daemon.wait_for(
@@ -123,6 +127,10 @@ fn measure(
         },
     );
     let counted = Counted::between(&before, &after, &device);
+    eprintln!(
+        "timing: trace {traced_at:?}, first scrape {scraped_at:?}, workload {worked_at:?}, all counted {:?}",
+        started.elapsed()
+    );
     let (traced, traced_commits) = trace.counts(major, minor);
     let traced_as = |s: &str| traced.get(s).copied().unwrap_or(0) as f64;
     eprintln!(

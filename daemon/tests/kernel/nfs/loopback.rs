@@ -158,7 +158,7 @@ impl NfsLoopback {
             &mnt,
         ]))?;
         self.mounted = true;
-        Ok(())
+        wait_for_grace_end()
     }
 
     /// Where the export is mounted.
@@ -186,6 +186,22 @@ fn wait_for_mountd(mountd: Option<&mut Child>) -> Result<(), String> {
         }
         if start.elapsed() > Duration::from_secs(20) {
             return Err("rpc.mountd did not open nfsd's export channel in 20 s".into());
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// Ends nfsd's NFSv4 grace period, or waits for it to end (`nfsv4gracetime`, 10 s): a client
+/// that OPENs during it is refused and backs off for up to 13 s.
+fn wait_for_grace_end() -> Result<(), String> {
+    let grace = format!("{NFSD_FS}/v4_end_grace");
+    // Refused (EBUSY) by some kernels; the grace period then runs out by itself.
+    let _ = write(&grace, "Y");
+    let start = Instant::now();
+    while fs::read_to_string(&grace).unwrap_or_default().trim() != "Y" {
+        if start.elapsed() > Duration::from_secs(30) {
+            return Err("nfsd's grace period did not end in 30 s".into());
         }
         thread::sleep(Duration::from_millis(100));
     }
