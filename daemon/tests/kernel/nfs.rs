@@ -29,9 +29,11 @@ fn set_up() -> Option<(NfsLoopback, TestDaemon)> {
         eprintln!("SKIPPED: {why}");
         return None;
     }
-    // Mount first: the nfs module's tracepoints must exist when the daemon attaches.
-    let nfs = NfsLoopback::new();
+    // The nfs module is loaded (`unavailable` checked), so its tracepoints exist now. The daemon
+    // starts while nfsd's grace period runs, and the mount waits for what is left of it.
+    let mut nfs = NfsLoopback::new();
     let daemon = TestDaemon::start();
+    nfs.mount();
     if [
         "nfs_initiate_write",
         "nfs_initiate_commit",

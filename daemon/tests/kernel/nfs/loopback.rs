@@ -81,8 +81,9 @@ fn shell_quote(s: &str) -> String {
 }
 
 impl NfsLoopback {
-    /// Exports a fresh directory under `TMPDIR` and mounts it over NFSv4.2 from 127.0.0.1.
-    /// Panics with the step that failed, after undoing the ones before.
+    /// Exports a fresh directory under `TMPDIR` and starts nfsd (NFSv4 only) on 127.0.0.1;
+    /// [`NfsLoopback::mount`] mounts it. Panics with the step that failed, after undoing the
+    /// ones before (a panic in `mount` is undone by `Drop`).
     pub fn new() -> NfsLoopback {
         let dir = std::env::temp_dir().join(format!("wbscope-nfs-{}", std::process::id()));
         let mut nfs = NfsLoopback {
@@ -145,7 +146,18 @@ impl NfsLoopback {
         write(&format!("{NFSD_FS}/portlist"), "tcp 2049")?;
         write(&format!("{NFSD_FS}/threads"), "4")?;
         self.threads_started = true;
+        Ok(())
+    }
 
+    /// Mounts the export, once nfsd's grace period is over. Apart from `new` so that callers
+    /// can spend the grace period on something else (starting the daemon).
+    pub fn mount(&mut self) {
+        if let Err(why) = self.try_mount() {
+            panic!("NFS loopback mount: {why}");
+        }
+    }
+
+    fn try_mount(&mut self) -> Result<(), String> {
         let mnt = self.mountpoint.to_string_lossy().into_owned();
         run(Command::new("timeout").args([
             "60",
