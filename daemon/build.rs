@@ -1,10 +1,11 @@
 //! Builds the eBPF programs (`probe-ebpf`) for the BPF target with the pinned nightly toolchain
-//! and places the object in OUT_DIR, from where `src/probes/object.rs` embeds it.
+//! and places the object in OUT_DIR, from where `src/probes/mod.rs` embeds it.
 
 use anyhow::{Context as _, anyhow};
 use aya_build::{Package, Toolchain};
 
 fn main() -> anyhow::Result<()> {
+    set_revision();
     let metadata = cargo_metadata::MetadataCommand::new()
         .no_deps()
         .exec()
@@ -45,4 +46,30 @@ fn main() -> anyhow::Result<()> {
         }],
         Toolchain::Custom(&toolchain),
     )
+}
+
+/// `WBSCOPE_REVISION` for `wbscope_build_info` and `--version`: the environment's value when
+/// set (builds from a source tarball), else the checkout's commit, else `unknown`.
+fn set_revision() {
+    println!("cargo:rerun-if-env-changed=WBSCOPE_REVISION");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    // The reflog changes with every commit and checkout, HEAD with every branch switch.
+    for path in ["HEAD", "logs/HEAD"] {
+        if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", path]) {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    let revision = std::env::var("WBSCOPE_REVISION")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=WBSCOPE_REVISION={revision}");
 }

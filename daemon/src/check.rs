@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use prometheus::{core::Collector, process_collector::ProcessCollector};
 
 use crate::{
+    Config,
     daemon::{DaemonError, Loaded, load_families},
     families::CollectorContext,
     kernel::{self, VMLINUX_BTF},
@@ -18,18 +19,31 @@ use crate::{
 pub struct CheckOutcome {
     pub text: String,
     pub attached: usize,
+    /// Probes the kernel refused although nothing says it cannot support them (not skipped,
+    /// not disabled): what `check --strict` fails on.
+    pub failed: usize,
     pub total: usize,
 }
 
-/// The metric family names the daemon registers, from its collectors' descriptors (what
-/// dashboards and rules may use). Loads the probes like `run_check`, then detaches.
-pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
+/// One metric family as the daemon's collectors describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricDoc {
+    pub name: String,
+    pub help: String,
+    /// The labels its series carry, in the collector's order.
+    pub labels: Vec<String>,
+}
+
+/// The metric families the daemon registers, from its collectors' descriptors (what
+/// dashboards and rules may use), sorted by name. Loads the probes like `run_check`, then
+/// detaches.
+pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
     require_bpf_privileges()?;
     let Loaded {
         kernel: _,
         families,
         probes: mut loaded,
-    } = load_families(0, disabled)?;
+    } = load_families(0, &config.disabled_probes)?;
     let ctx = CollectorContext {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
@@ -46,18 +60,27 @@ pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
         Vec::new(),
     )));
     collectors.push(Box::new(ProcessCollector::for_self()));
-    let mut names: Vec<String> = collectors
+    let mut docs: Vec<MetricDoc> = collectors
         .iter()
         .flat_map(|c| {
             c.desc()
                 .into_iter()
-                .map(|d| d.fq_name.clone())
+                .map(|d| MetricDoc {
+                    name: d.fq_name.clone(),
+                    help: d.help.clone(),
+                    labels: d.variable_labels.clone(),
+                })
                 .collect::<Vec<_>>()
         })
         .collect();
-    names.sort();
-    names.dedup();
-    Ok(names)
+    docs.sort_by(|a, b| a.name.cmp(&b.name));
+    docs.dedup_by(|a, b| a.name == b.name);
+    Ok(docs)
+}
+
+/// The metric family names the daemon registers (see [`metric_docs`]).
+pub fn metric_names(config: &Config) -> Result<Vec<String>, DaemonError> {
+    Ok(metric_docs(config)?.into_iter().map(|d| d.name).collect())
 }
 
 /// Runs the check (needs the same privileges as the daemon).
@@ -93,14 +116,42 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
     text.push_str(&format_reports(&loaded.reports, verbose));
     let attached = loaded.attached();
     let total = loaded.reports.len();
+    let failed = loaded
+        .reports
+        .iter()
+        .filter(|r| matches!(r.status, AttachStatus::Failed(_)))
+        .count();
+    let skipped = count(&loaded.reports, |s| matches!(s, AttachStatus::Skipped(_)));
+    let disabled = count(&loaded.reports, |s| matches!(s, AttachStatus::Disabled));
+    // The first line's shape is parsed by the vm tier and the benchmark: keep it.
     let _ = writeln!(text, "\n{attached} of {total} probes attach on this kernel");
+    let _ = writeln!(
+        text,
+        "{skipped} skipped (this kernel cannot support them), {disabled} disabled by config, \
+         {failed} failed"
+    );
+    let (family_names, _) = crate::config::probe_names();
+    let _ = writeln!(
+        text,
+        "[probes] disable takes a PROBE above or a family: {}",
+        family_names
+            .iter()
+            .map(|n| format!("\"{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     // Dropping `loaded` detaches everything.
     drop(loaded);
     Ok(CheckOutcome {
         text,
         attached,
+        failed,
         total,
     })
+}
+
+fn count(reports: &[ProbeReport], status: impl Fn(&AttachStatus) -> bool) -> usize {
+    reports.iter().filter(|r| status(&r.status)).count()
 }
 
 /// The per-probe table.

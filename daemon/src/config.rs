@@ -1,13 +1,17 @@
 //! The daemon's configuration: a strict TOML file, every key documented with its default, and
 //! validated before anything touches the kernel.
 
+mod location;
+
 use std::{
-    net::SocketAddr,
+    net::{SocketAddr, ToSocketAddrs as _},
     path::{Path, PathBuf},
     str::FromStr,
 };
 
 use serde::Deserialize;
+
+pub use location::Location;
 
 /// Default port. Prometheus' default port allocation list has assigned every port of 9100–9999,
 /// so wbscope uses one outside that range.
@@ -21,8 +25,24 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: String, message: String },
+    /// The file is not valid TOML, or a value has the wrong type or an unknown key.
+    #[error("{path}:{at}: {}{message}", key.as_deref().map(|k| format!("`{k}`: ")).unwrap_or_default())]
+    Parse {
+        path: String,
+        at: Location,
+        /// The key path (`stalls.threshold`) where one can be named.
+        key: Option<String>,
+        message: String,
+    },
+    /// A value of the right type that is not allowed, located in the file.
+    #[error("{path}:{at}: `{key}`: {message}")]
+    InvalidAt {
+        path: String,
+        at: Location,
+        key: &'static str,
+        message: String,
+    },
+    /// A value that is not allowed (from the command line, or not locatable in the file).
     #[error("config key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
 }
@@ -68,6 +88,60 @@ impl LogLevel {
     }
 }
 
+/// Log line format, from the config's `log_format` or `--log-format` / `--log.format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (tracing's default format).
+    #[default]
+    Text,
+    /// `ts=… level=… msg=…` pairs, as the Prometheus exporters print.
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}
+
+/// How finely histograms are exported, from `[metrics] detail`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Histogram buckets every factor of 4 (1 µs, 4 µs, … 68.7 s) and block flag counters
+    /// summed over ops: what the dashboards and alerts read, with 40 % fewer series (a fleet's
+    /// default).
+    #[default]
+    Basic,
+    /// Every factor of 2 (1 µs, 2 µs, 4 µs, … 68.7 s), flags per op: finer quantiles for one
+    /// host's investigation.
+    Full,
+}
+
+impl FromStr for Detail {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "basic" => Ok(Detail::Basic),
+            "full" => Ok(Detail::Full),
+            other => Err(format!(
+                "unknown detail level '{other}' (expected basic or full)"
+            )),
+        }
+    }
+}
+
+/// The `[metrics]` table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    pub detail: Detail,
+}
+
+/// The `[metrics]` table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    /// `basic` (default) or `full`.
+    detail: Option<Detail>,
+}
+
 /// The configuration file as written. Unknown keys are rejected so that a typo never silently
 /// falls back to a default.
 #[derive(Debug, Default, Deserialize)]
@@ -77,12 +151,16 @@ struct RawConfig {
     listen: Option<String>,
     /// `error`, `warn`, `info` (default), `debug` or `trace`. `RUST_LOG` overrides it.
     log_level: Option<LogLevel>,
+    /// `text` (default), `logfmt` or `json`.
+    log_format: Option<LogFormat>,
     /// Ignore sync calls made by the daemon itself (default `true`).
     ignore_own_io: Option<bool>,
     /// Probe selection.
     probes: Option<RawProbes>,
     /// Stall events: threshold, flight recorder, event stream.
     stalls: Option<crate::stalls::config::RawStalls>,
+    /// What the exposition holds.
+    metrics: Option<RawMetrics>,
     /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
     web_config_file: Option<String>,
 }
@@ -100,11 +178,14 @@ struct RawProbes {
 pub struct Config {
     pub listen: SocketAddr,
     pub log_level: LogLevel,
+    pub log_format: LogFormat,
     pub ignore_own_io: bool,
     /// `probes.disable`: probe or family names not to attach.
     pub disabled_probes: Vec<String>,
     /// The `[stalls]` table.
     pub stalls: crate::stalls::StallsConfig,
+    /// The `[metrics]` table.
+    pub metrics: MetricsConfig,
     /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
     pub web_config_file: Option<PathBuf>,
 }
@@ -114,9 +195,11 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             log_level: LogLevel::Info,
+            log_format: LogFormat::Text,
             ignore_own_io: true,
             disabled_probes: Vec::new(),
             stalls: crate::stalls::StallsConfig::default(),
+            metrics: MetricsConfig::default(),
             web_config_file: None,
         }
     }
@@ -129,31 +212,57 @@ impl Config {
             path: path.display().to_string(),
             source,
         })?;
-        Config::from_toml(&text).map_err(|err| match err {
-            ConfigError::Parse { message, .. } => ConfigError::Parse {
-                path: path.display().to_string(),
-                message,
+        Config::parse_named(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates TOML text (errors name the file as `<text>`).
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Config::parse_named(text, "<text>")
+    }
+
+    /// Parses and validates `text`, the contents of `path`: every error names the key, and
+    /// the line and column where it is.
+    fn parse_named(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |span| span.start);
+            ConfigError::Parse {
+                path: path.to_owned(),
+                at: Location::of_offset(text, offset),
+                key: e.span().and_then(|_| location::key_at(text, offset)),
+                message: e.message().trim_end().to_owned(),
+            }
+        })?;
+        Config::validate(raw).map_err(|err| match err {
+            ConfigError::Invalid { key, message } => match location::find_key(text, key) {
+                Some(at) => ConfigError::InvalidAt {
+                    path: path.to_owned(),
+                    at,
+                    key,
+                    message,
+                },
+                None => ConfigError::Invalid { key, message },
             },
             other => other,
         })
     }
 
-    /// Parses and validates TOML text.
-    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: "<text>".into(),
-            message: e.message().to_owned(),
-        })?;
+    fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let defaults = Config::default();
+        let disabled_probes = raw.probes.and_then(|p| p.disable).unwrap_or_default();
+        check_probe_names(&disabled_probes)?;
         Ok(Config {
             listen: match raw.listen {
                 Some(s) => parse_listen(&s)?,
                 None => defaults.listen,
             },
             log_level: raw.log_level.unwrap_or(defaults.log_level),
+            log_format: raw.log_format.unwrap_or(defaults.log_format),
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
-            disabled_probes: raw.probes.and_then(|p| p.disable).unwrap_or_default(),
+            disabled_probes,
             stalls: raw.stalls.unwrap_or_default().validate()?,
+            metrics: MetricsConfig {
+                detail: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
+            },
             web_config_file: raw
                 .web_config_file
                 .filter(|p| !p.is_empty())
@@ -162,12 +271,83 @@ impl Config {
     }
 }
 
-/// Parses a listen address, naming the `listen` key in the error.
-pub fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
-    s.parse().map_err(|e| ConfigError::Invalid {
-        key: "listen",
-        message: format!("'{s}' is not a socket address like 0.0.0.0:19617 or [::1]:19617 ({e})"),
+/// The configuration at `path`, or the defaults without one.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    path.map_or_else(|| Ok(Config::default()), Config::from_file)
+}
+
+/// The names `[probes] disable` accepts: every family's name and every probe's program name
+/// (`wbscope check` prints both).
+pub fn probe_names() -> (Vec<&'static str>, Vec<&'static str>) {
+    let families = crate::families::all();
+    let family_names = families.iter().map(|f| f.name()).collect();
+    let probe_names = families
+        .iter()
+        .flat_map(|f| f.probes().iter().map(|p| p.program))
+        .collect();
+    (family_names, probe_names)
+}
+
+/// Refuses names in `[probes] disable` that name no family and no probe: a typo would
+/// otherwise leave the probe attached without a word.
+fn check_probe_names(disabled: &[String]) -> Result<(), ConfigError> {
+    let (families, probes) = probe_names();
+    let unknown: Vec<&str> = disabled
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !families.contains(d) && !probes.contains(d))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let quoted = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| format!("\"{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(ConfigError::Invalid {
+        key: "probes.disable",
+        message: format!(
+            "unknown name {}; valid family names: {}; valid probe names: {}",
+            quoted(&unknown),
+            quoted(&families),
+            quoted(&probes)
+        ),
     })
+}
+
+/// Parses a listen address as the Prometheus exporters take it: `host:port`, `[v6]:port`,
+/// a host name (`localhost:19617`, resolved now) or `:port` (every IPv4 address). Errors name
+/// the `listen` key.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
+    let invalid = |why: String| ConfigError::Invalid {
+        key: "listen",
+        message: format!(
+            "'{s}' is not a listen address like :19617, 0.0.0.0:19617, [::1]:19617 or \
+             localhost:19617 ({why})"
+        ),
+    };
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(format!("'{port}' is not a port number")))?;
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((_, port)) = s.rsplit_once(':') else {
+        return Err(invalid("no port".into()));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(invalid(format!("'{port}' is not a port number")));
+    }
+    s.to_socket_addrs()
+        .map_err(|e| invalid(e.to_string()))?
+        .next()
+        .ok_or_else(|| invalid("the name resolves to no address".into()))
 }
 
 #[cfg(test)]
@@ -214,6 +394,81 @@ mod tests {
             msg.contains("`listen`") && msg.contains("localhost"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn listen_takes_port_only_and_host_names() {
+        assert_eq!(
+            parse_listen(":9100").unwrap(),
+            "0.0.0.0:9100".parse().unwrap()
+        );
+        assert!(parse_listen("localhost:19617").unwrap().ip().is_loopback());
+        assert_eq!(parse_listen("[::1]:5").unwrap(), "[::1]:5".parse().unwrap());
+        let err = parse_listen(":http").unwrap_err().to_string();
+        assert!(err.contains("'http' is not a port number"), "{err}");
+        assert!(parse_listen("localhost:99999").is_err());
+        let c = Config::from_toml("listen = \":19618\"").unwrap();
+        assert_eq!(c.listen.port(), 19618);
+    }
+
+    #[test]
+    fn type_errors_name_the_key_line_and_column() {
+        let err = Config::from_toml("log_level = \"info\"\n\n[stalls]\nthreshold = 100\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("<text>:4:13: `stalls.threshold`: "),
+            "{err}"
+        );
+        assert!(err.contains("expected a string"), "{err}");
+    }
+
+    #[test]
+    fn invalid_values_name_the_key_line_and_column() {
+        let err = Config::from_toml("# x\n[stalls]\n  threshold = \"100\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("<text>:3:3: `stalls.threshold`: "), "{err}");
+        assert!(err.contains("has no unit"), "{err}");
+    }
+
+    #[test]
+    fn unknown_probe_names_are_refused_with_the_valid_list() {
+        let err = Config::from_toml(
+            "[probes]\ndisable = [\"block_rq_isue\", \"no such family\", \"journal\"]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("`probes.disable`"), "{err}");
+        assert!(
+            err.contains("\"block_rq_isue\", \"no such family\";"),
+            "{err}"
+        );
+        let (families, probes) = probe_names();
+        for name in families.iter().chain(&probes) {
+            assert!(
+                err.contains(&format!("\"{name}\"")),
+                "{name} missing: {err}"
+            );
+        }
+        let every = families
+            .iter()
+            .chain(&probes)
+            .map(|n| format!("\"{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let c = Config::from_toml(&format!("[probes]\ndisable = [{every}]")).unwrap();
+        assert_eq!(c.disabled_probes.len(), families.len() + probes.len());
+    }
+
+    #[test]
+    fn log_format_is_read() {
+        let c = Config::from_toml("log_format = \"json\"").unwrap();
+        assert_eq!(c.log_format, LogFormat::Json);
+        let err = Config::from_toml("log_format = \"xml\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`log_format`") && err.contains(":1:"), "{err}");
     }
 
     #[test]

@@ -109,6 +109,7 @@ impl Daemon {
             Some(path) => crate::web::Web::load(path)?,
             None => crate::web::Web::default(),
         };
+        crate::metrics::detail::set(config.metrics.detail);
         require_bpf_privileges()?;
         // Bind before loading probes: a port in use is reported without touching the kernel.
         let listener = server::bind(config.listen).await?;
@@ -167,7 +168,20 @@ impl Daemon {
         let server = tokio::spawn(server::serve_with(
             listener,
             Arc::new(registry),
-            stalls.router().merge(processes.router()),
+            stalls
+                .router()
+                .merge(processes.router())
+                .merge(crate::server_landing::router(
+                    crate::server_landing::Landing {
+                        kernel: kernel.release.clone(),
+                        endpoints: vec![
+                            crate::server_landing::METRICS,
+                            crate::server_landing::STALLS,
+                            crate::server_landing::PROCESSES,
+                        ],
+                        probes: loaded.reports.clone(),
+                    },
+                )),
             web.clone(),
             async move {
                 let _ = stopped.await;

@@ -5,8 +5,10 @@
 //! metrics at scrape time. `main.rs` only wires the CLI to [`service::run`] (the daemon with
 //! readiness, watchdog and reload) and [`check::run_check`].
 
+pub mod build_info;
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod families;
@@ -14,11 +16,14 @@ pub mod kernel;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
+pub mod metrics_doc;
 pub mod notify;
 pub mod privileges;
 pub mod probes;
 pub mod reload;
 pub mod server;
+pub mod server_encoding;
+pub mod server_landing;
 pub mod service;
 pub mod stalls;
 pub mod top;

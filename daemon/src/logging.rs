@@ -1,14 +1,19 @@
 //! Logging through `tracing`, journald-friendly: no ANSI colours unless stderr is a terminal.
 //! `log` records (aya and aya-log's bridged kernel-side records) land in the same stream.
-//! The level can change at run time (config reload) through a reloadable filter.
+//! The level can change at run time (config reload) through a reloadable filter. Lines are
+//! text, logfmt or JSON (`log_format`).
+
+mod structured;
 
 use std::{io::IsTerminal, sync::OnceLock};
 
 use tracing_subscriber::{
-    EnvFilter, Registry, layer::SubscriberExt as _, reload, util::SubscriberInitExt as _,
+    EnvFilter, Layer as _, Registry, layer::SubscriberExt as _, reload,
+    util::SubscriberInitExt as _,
 };
 
-use crate::config::LogLevel;
+use crate::config::{LogFormat, LogLevel};
+use structured::Structured;
 
 /// The handle that swaps the installed filter; set once by [`init`].
 static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
@@ -32,21 +37,25 @@ fn rust_log_set() -> bool {
     std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty())
 }
 
-/// Installs the global subscriber. `RUST_LOG`, when set, overrides `level`. Calling it twice is
-/// harmless (the second call keeps the first subscriber).
-pub fn init(level: LogLevel) {
+/// Installs the global subscriber, writing `format` lines. `RUST_LOG`, when set, overrides
+/// `level`. Calling it twice is harmless (the second call keeps the first subscriber).
+pub fn init(level: LogLevel, format: LogFormat) {
     let filter = if rust_log_set() {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| filter_for(level))
     } else {
         filter_for(level)
     };
     let (filter, handle) = reload::Layer::new(filter);
-    let subscriber = tracing_subscriber::registry().with(filter).with(
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines
             .with_ansi(std::io::stderr().is_terminal())
-            .with_target(false),
-    );
+            .with_target(false)
+            .boxed(),
+        LogFormat::Logfmt => lines.event_format(Structured::Logfmt).boxed(),
+        LogFormat::Json => lines.event_format(Structured::Json).boxed(),
+    };
+    let subscriber = tracing_subscriber::registry().with(filter).with(lines);
     // try_init also routes `log` records (aya, aya-log) into tracing.
     if subscriber.try_init().is_ok() {
         let _ = FILTER.set(handle);

@@ -6,20 +6,21 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use wbscope::{
     Config,
-    cli::{Cli, Command, RunArgs},
+    cli::{CheckArgs, Cli, Command, ConfigArg, LogArgs, RunArgs},
     config::{LogLevel, parse_listen},
 };
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Check { verbose, metrics }) => check(&cli.run, verbose, metrics),
-        Some(Command::Run) | None => run(&cli.run),
+        Some(Command::Check(args)) => check(&args),
+        Some(Command::Run(args)) => run(&args),
+        None => run(&cli.run),
         Some(Command::Trace(args)) => wbscope::stalls::trace::run(&args),
         Some(Command::Top(args)) => wbscope::top::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),
-        Some(Command::BenchFloor) => bench_floor(&cli.run),
+        Some(Command::BenchFloor(args)) => bench_floor(&args),
     };
     match result {
         Ok(code) => code,
@@ -30,29 +31,35 @@ fn main() -> ExitCode {
     }
 }
 
-/// The configuration from `--config`, with command-line overrides applied.
+/// The configuration from `--config` with the logging overrides applied.
+fn load_logged_config(config: &ConfigArg, log: &LogArgs) -> anyhow::Result<Config> {
+    let mut config = wbscope::config::load(config.config.as_deref())?;
+    if let Some(level) = &log.log_level {
+        config.log_level = level
+            .parse::<LogLevel>()
+            .map_err(|e| anyhow::anyhow!("--log-level: {e}"))?;
+    }
+    if let Some(format) = log.log_format {
+        config.log_format = format;
+    }
+    Ok(config)
+}
+
+/// The configuration from `--config`, with `run`'s command-line overrides applied.
 fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
-    let mut config = match &args.config {
-        Some(path) => Config::from_file(path)?,
-        None => Config::default(),
-    };
+    let mut config = load_logged_config(&args.config, &args.log)?;
     if let Some(listen) = &args.listen {
         config.listen = parse_listen(listen).context("--listen")?;
     }
     if let Some(path) = &args.web_config_file {
         config.web_config_file = Some(path.clone());
     }
-    if let Some(level) = &args.log_level {
-        config.log_level = level
-            .parse::<LogLevel>()
-            .map_err(|e| anyhow::anyhow!("--log-level: {e}"))?;
-    }
     Ok(config)
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
-    wbscope::logging::init(config.log_level);
+    wbscope::logging::init(config.log_level, config.log_format);
     // Before the runtime's threads exist: malloc parameters are process-wide.
     wbscope::memory::tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -72,17 +79,31 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(args: &RunArgs, verbose: bool, metrics: bool) -> anyhow::Result<ExitCode> {
-    let config = load_config(args)?;
-    wbscope::logging::init(config.log_level);
-    if metrics {
-        for name in wbscope::check::metric_names(&config.disabled_probes)? {
+fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let config = load_logged_config(&args.config, &args.log)?;
+    wbscope::logging::init(config.log_level, config.log_format);
+    if args.metrics_markdown {
+        print!(
+            "{}",
+            wbscope::metrics_doc::render(&wbscope::check::metric_docs(&config)?)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.metrics {
+        for name in wbscope::check::metric_names(&config)? {
             println!("{name}");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let outcome = wbscope::check::run_check(verbose, &config.disabled_probes)?;
+    let outcome = wbscope::check::run_check(args.verbose, &config.disabled_probes)?;
     print!("{}", outcome.text);
+    if args.strict && outcome.failed > 0 {
+        println!(
+            "--strict: {} probes this kernel should support did not attach",
+            outcome.failed
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(if outcome.attached > 0 {
         ExitCode::SUCCESS
     } else {
@@ -92,7 +113,7 @@ fn check(args: &RunArgs, verbose: bool, metrics: bool) -> anyhow::Result<ExitCod
 
 fn bench_floor(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
-    wbscope::logging::init(config.log_level);
+    wbscope::logging::init(config.log_level, config.log_format);
     wbscope::privileges::require_bpf_privileges()?;
     let floor = wbscope::probes::floor::attach_floor(&config.disabled_probes)?;
     for (hook, result) in &floor.hooks {

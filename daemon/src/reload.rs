@@ -70,9 +70,11 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
     let Config {
         listen,
         log_level,
+        log_format,
         ignore_own_io,
         disabled_probes,
         stalls,
+        metrics,
         web_config_file,
     } = requested;
     let mut refused = Vec::new();
@@ -84,6 +86,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: running.listen.to_string(),
             requested: listen.to_string(),
             why: "the listener is bound once, before the probes load",
+        });
+    }
+    if log_format != running.log_format {
+        refused.push(Refusal {
+            key: "log_format",
+            running: format!("{:?}", running.log_format).to_lowercase(),
+            requested: format!("{log_format:?}").to_lowercase(),
+            why: "the log writer is installed once, at start",
         });
     }
     if ignore_own_io != running.ignore_own_io {
@@ -100,6 +110,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: format!("{:?}", running.disabled_probes),
             requested: format!("{disabled_probes:?}"),
             why: "probes are attached once at start",
+        });
+    }
+    if metrics != running.metrics {
+        refused.push(Refusal {
+            key: "metrics.detail",
+            running: format!("{:?}", running.metrics.detail).to_lowercase(),
+            requested: format!("{:?}", metrics.detail).to_lowercase(),
+            why: "the collectors are set up once, at start",
         });
     }
     if web_config_file != running.web_config_file {
@@ -151,12 +169,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         config: Config {
             listen: running.listen,
             log_level,
+            log_format: running.log_format,
             ignore_own_io: running.ignore_own_io,
             disabled_probes: running.disabled_probes.clone(),
             stalls: crate::stalls::config::StallsConfig {
                 threshold_ns: stalls.threshold_ns,
                 ..running.stalls.clone()
             },
+            metrics: running.metrics,
             web_config_file: running.web_config_file.clone(),
         },
         changed,
@@ -211,9 +231,11 @@ mod tests {
         let requested = Config {
             listen: "127.0.0.1:1".parse().unwrap(),
             log_level: LogLevel::Warn,
+            log_format: crate::config::LogFormat::Json,
             ignore_own_io: false,
             disabled_probes: vec!["journal".into()],
             stalls: Default::default(),
+            metrics: Default::default(),
             web_config_file: Some("/etc/wbscope/web.yml".into()),
         };
         let p = plan(&running, requested);
@@ -227,6 +249,7 @@ mod tests {
             keys,
             [
                 "listen",
+                "log_format",
                 "ignore_own_io",
                 "probes.disable",
                 "web_config_file"
@@ -239,8 +262,8 @@ mod tests {
         );
         assert_eq!(
             p.summary(),
-            "config reloaded: applied log_level; refused listen, ignore_own_io, probes.disable, \
-             web_config_file (restart needed)"
+            "config reloaded: applied log_level; refused listen, log_format, ignore_own_io, \
+             probes.disable, web_config_file (restart needed)"
         );
     }
 }

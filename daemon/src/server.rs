@@ -5,17 +5,11 @@ use std::{
     future::Future,
     net::{Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::Arc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use axum::{
-    Router,
-    extract::State,
-    http::{StatusCode, header},
-    response::{Html, IntoResponse, Response},
-    routing::get,
-};
-use prometheus::{Encoder, Registry, TextEncoder};
+use axum::{Router, extract::State, http::HeaderMap, response::Response, routing::get};
+use prometheus::Registry;
 use tokio::{
     io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _},
     net::{TcpListener, TcpStream},
@@ -44,10 +38,14 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(listener, registry, Router::new(), Web::default(), shutdown).await
+    let landing = crate::server_landing::router(crate::server_landing::Landing {
+        endpoints: vec![crate::server_landing::METRICS],
+        ..Default::default()
+    });
+    serve_with(listener, registry, landing, Web::default(), shutdown).await
 }
 
-/// Serves `/metrics`, `/` and the routes of `extra`, with `web`'s TLS and authentication,
+/// Serves `/metrics` and the routes of `extra` (the landing page `/` among them), with `web`'s TLS and authentication,
 /// until `shutdown` resolves.
 pub async fn serve_with(
     listener: TcpListener,
@@ -58,7 +56,6 @@ pub async fn serve_with(
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .route("/", get(landing))
         .with_state(registry)
         .merge(extra);
     let app = web.protect(app);
@@ -76,35 +73,8 @@ pub async fn serve_with(
     }
 }
 
-async fn metrics(State(registry): State<Arc<Registry>>) -> Response {
-    let started = Instant::now();
-    let families = registry.gather();
-    let encoder = TextEncoder::new();
-    let mut body = Vec::with_capacity(16 * 1024);
-    match encoder.encode(&families, &mut body) {
-        Ok(()) => {
-            tracing::debug!(
-                "served /metrics: {} bytes in {:?}",
-                body.len(),
-                started.elapsed()
-            );
-            ([(header::CONTENT_TYPE, encoder.format_type())], body).into_response()
-        }
-        Err(err) => {
-            tracing::error!("encoding metrics: {err}");
-            (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response()
-        }
-    }
-}
-
-async fn landing() -> Html<&'static str> {
-    Html(concat!(
-        "<!doctype html><html><head><title>wbscope</title></head><body>",
-        "<h1>wbscope ",
-        env!("CARGO_PKG_VERSION"),
-        "</h1><p>Linux writeback observability: flusher work, sync-call latency and more, ",
-        "measured with eBPF.</p><p><a href=\"/metrics\">/metrics</a></p></body></html>"
-    ))
+async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Response {
+    crate::server_encoding::metrics_response(&registry, &headers)
 }
 
 /// Why the server's own `/metrics` check failed.

@@ -16,6 +16,8 @@ use testkit::{
     scrape, wait_until,
 };
 
+#[path = "smoke/interfaces.rs"]
+mod interfaces;
 #[path = "smoke/top.rs"]
 mod top;
 

@@ -28,6 +28,42 @@ pub struct PanelInfo {
     pub id: u64,
     pub title: String,
     pub targets: Vec<Target>,
+    /// Its data links.
+    pub links: Vec<DataLink>,
+}
+
+/// A panel's data link to another dashboard, read from its URL `/d/<uid>?…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataLink {
+    pub url: String,
+    /// The dashboard uid the link opens.
+    pub uid: String,
+    /// `var-<name>=${__field.labels.<label>}` parameters: the variables set from the clicked
+    /// series' labels, as (variable, label).
+    pub from_labels: Vec<(String, String)>,
+}
+
+impl DataLink {
+    /// Parses a data link URL; `None` when it is not a link to a dashboard.
+    pub fn parse(url: &str) -> Option<DataLink> {
+        let rest = url.strip_prefix("/d/")?;
+        let (uid, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let uid = uid.split('/').next().unwrap_or_default();
+        let from_labels = query
+            .split('&')
+            .filter_map(|param| {
+                let (name, value) = param.split_once('=')?;
+                let var = name.strip_prefix("var-")?;
+                let label = value.strip_prefix("${__field.labels.")?.strip_suffix('}')?;
+                Some((var.to_owned(), label.to_owned()))
+            })
+            .collect();
+        Some(DataLink {
+            url: url.to_owned(),
+            uid: uid.to_owned(),
+            from_labels,
+        })
+    }
 }
 
 /// A query variable and the series selector of its `label_values(selector, label)`.
@@ -40,6 +76,7 @@ pub struct VariableInfo {
 /// What the checks found in one dashboard file.
 #[derive(Debug, Clone, Default)]
 pub struct DashboardInfo {
+    pub uid: String,
     pub title: String,
     pub panels: Vec<PanelInfo>,
     pub variables: Vec<VariableInfo>,
@@ -50,6 +87,7 @@ pub struct DashboardInfo {
 /// Reads and checks a parsed dashboard.
 pub fn inspect(d: &Value) -> DashboardInfo {
     let mut info = DashboardInfo {
+        uid: str_at(d, "/uid").to_owned(),
         title: str_at(d, "/title").to_owned(),
         ..DashboardInfo::default()
     };
@@ -90,10 +128,34 @@ pub fn inspect(d: &Value) -> DashboardInfo {
             Some(_) => {}
         }
         if let Some(found) = check_panel(panel, &names, p) {
+            let mut links = Vec::new();
+            for link in panel
+                .pointer("/fieldConfig/defaults/links")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let url = str_at(link, "/url");
+                match DataLink::parse(url) {
+                    Some(l) => {
+                        for var in variables_in(url) {
+                            let known = names.contains(&var)
+                                || var.starts_with("__")
+                                || BUILTIN_VARIABLES.contains(&var.as_str());
+                            if !known {
+                                p.push(format!("{title:?}: data link uses undefined ${var}"));
+                            }
+                        }
+                        links.push(l);
+                    }
+                    None => p.push(format!("{title:?}: data link {url:?} opens no dashboard")),
+                }
+            }
             info.panels.push(PanelInfo {
                 id: id.unwrap_or_default(),
                 title: title.to_owned(),
                 targets: found,
+                links,
             });
         }
     }
@@ -185,7 +247,7 @@ fn check_variables(list: &[Value], p: &mut Vec<String>) -> Vec<VariableInfo> {
         _ => p.push("no `datasource` variable of type datasource/prometheus".into()),
     }
     let mut found = Vec::new();
-    for name in ["instance", "device"] {
+    for name in ["job", "cluster", "instance", "device"] {
         let Some(v) = find(name) else {
             p.push(format!("no `{name}` variable"));
             continue;

@@ -234,6 +234,70 @@ mod tests {
     }
 
     #[test]
+    fn overview_panels_link_to_the_stall_dashboard_for_the_same_host_and_device() {
+        let all = dashboards();
+        let uids: Vec<&str> = all.iter().map(|(_, d)| d.uid).collect();
+        let (_, overview) = all.iter().find(|(f, _)| f.contains("overview")).unwrap();
+        let info = grafana::inspect(&render::render(overview));
+        let mut with_device = 0;
+        for panel in &info.panels {
+            assert_eq!(panel.links.len(), 1, "{} has no data link", panel.title);
+            let link = &panel.links[0];
+            assert!(
+                uids.contains(&link.uid.as_str()),
+                "{}: {}",
+                panel.title,
+                link.url
+            );
+            assert_eq!(link.uid, stall::UID);
+            // The clicked series' host, or the selected one for fleet-wide heatmaps.
+            assert!(
+                link.from_labels
+                    .contains(&("instance".into(), "instance".into()))
+                    || (panel.title.contains("heatmap")
+                        && link.url.contains("${instance:queryparam}")),
+                "{}: {}",
+                panel.title,
+                link.url
+            );
+            for carried in [
+                "${job:queryparam}",
+                "${cluster:queryparam}",
+                "${__url_time_range}",
+            ] {
+                assert!(link.url.contains(carried), "{}: {}", panel.title, link.url);
+            }
+            if link.from_labels.iter().any(|(v, _)| v == "device") {
+                with_device += 1;
+            }
+        }
+        assert!(
+            with_device * 2 > info.panels.len(),
+            "most overview panels are per device"
+        );
+        let (_, stall) = all.iter().find(|(f, _)| f.contains("stall")).unwrap();
+        let stall = grafana::inspect(&render::render(stall));
+        assert!(stall.panels.iter().all(|p| p.links.is_empty()));
+    }
+
+    #[test]
+    fn both_dashboards_have_multi_value_job_and_cluster_variables() {
+        for (file, d) in dashboards() {
+            let json = render::render(&d);
+            for name in ["job", "cluster"] {
+                let v = json["templating"]["list"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == name)
+                    .unwrap_or_else(|| panic!("{file}: no ${name}"));
+                assert_eq!(v["multi"], true, "{file} ${name}");
+                assert_eq!(v["allValue"], ".*", "{file} ${name}");
+            }
+        }
+    }
+
+    #[test]
     fn committed_files_are_up_to_date() {
         let stale = stale(&root());
         assert!(

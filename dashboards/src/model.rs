@@ -105,6 +105,14 @@ pub enum Selection {
     Single,
 }
 
+/// Where every panel of a dashboard links to: the dashboard with `uid`, for the host (and the
+/// device, when the panel's series have one) of the series clicked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrillDown {
+    pub uid: &'static str,
+    pub title: &'static str,
+}
+
 /// A whole dashboard.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dashboard {
@@ -114,4 +122,6 @@ pub struct Dashboard {
     pub description: &'static str,
     pub selection: Selection,
     pub rows: Vec<Row>,
+    /// A data link on every panel whose series name a host.
+    pub drill_down: Option<DrillDown>,
 }

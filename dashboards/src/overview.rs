@@ -12,6 +12,10 @@ pub fn dashboard() -> Dashboard {
         title: "wbscope / Writeback overview",
         description: "Writeback, sync-call and block-layer behaviour of every selected host and \
                       device, from wbscope's eBPF probes.",
+        drill_down: Some(crate::model::DrillDown {
+            uid: crate::stall::UID,
+            title: "Stall investigation",
+        }),
         selection: Selection::Multi,
         rows: vec![
             Row::new(

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::model::{Dashboard, Panel, Selection, Viz};
+use crate::model::{Dashboard, DrillDown, Panel, Selection, Viz};
 
 /// The schema version of the JSON model we write (Grafana 10.4 / 11).
 pub const SCHEMA_VERSION: u64 = 39;
@@ -43,7 +43,11 @@ pub fn render(d: &Dashboard) -> Value {
             }
             id += 1;
             let grid = json!({"h": PANEL_HEIGHT, "w": w, "x": x, "y": y});
-            panels.push(render_panel(panel, id, grid));
+            let mut rendered = render_panel(panel, id, grid);
+            if let Some(link) = d.drill_down.and_then(|to| data_link(panel, to)) {
+                rendered["fieldConfig"]["defaults"]["links"] = json!([link]);
+            }
+            panels.push(rendered);
             x += w;
         }
         y += PANEL_HEIGHT;
@@ -86,6 +90,45 @@ pub fn render(d: &Dashboard) -> Value {
         "version": 1,
         "weekStart": "",
     })
+}
+
+/// The data link from a panel to `to`: for the clicked series' host, and its device, when
+/// every query's series carry them (the legends name what the series carry); otherwise for the
+/// host and device selected on this dashboard (fleet heatmaps sum over hosts). `job`,
+/// `cluster`, the data source and the time range carry over as selected.
+pub fn data_link(p: &Panel, to: DrillDown) -> Option<Value> {
+    let all = |label: &str| {
+        let template = format!("{{{{{label}}}}}");
+        !p.queries.is_empty() && p.queries.iter().all(|q| q.legend.contains(&template))
+    };
+    let (instance, device) = match (all("instance"), all("device")) {
+        (true, true) => (
+            "var-instance=${__field.labels.instance}",
+            "var-device=${__field.labels.device}",
+        ),
+        (true, false) => (
+            "var-instance=${__field.labels.instance}",
+            "${device:queryparam}",
+        ),
+        _ => ("${instance:queryparam}", "${device:queryparam}"),
+    };
+    let title = match (all("instance"), all("device")) {
+        (true, true) => format!(
+            "{} for ${{__field.labels.instance}} ${{__field.labels.device}}",
+            to.title
+        ),
+        (true, false) => format!("{} for ${{__field.labels.instance}}", to.title),
+        _ => format!("{} for the selected host and device", to.title),
+    };
+    Some(json!({
+        "targetBlank": false,
+        "title": title,
+        "url": format!(
+            "/d/{}?${{datasource:queryparam}}&${{job:queryparam}}&${{cluster:queryparam}}\
+             &{instance}&{device}&${{__url_time_range}}",
+            to.uid
+        ),
+    }))
 }
 
 fn render_panel(p: &Panel, id: u64, grid: Value) -> Value {
@@ -275,8 +318,8 @@ fn variables(selection: Selection) -> Vec<Value> {
         Selection::Multi => (true, "=~"),
         Selection::Single => (false, "="),
     };
-    let query_var = |name: &str, label: &str, query: String| {
-        json!({
+    let query_var = |name: &str, label: &str, query: String, multi: bool| {
+        let mut v = json!({
             "current": {},
             "datasource": datasource_ref(),
             "definition": query,
@@ -296,7 +339,13 @@ fn variables(selection: Selection) -> Vec<Value> {
             "skipUrlSync": false,
             "sort": 1,
             "type": "query",
-        })
+        });
+        if multi {
+            // "All" as a regex, not the list of values: it also matches series without the
+            // label (fleets without a `cluster` label) and stays short in the URL.
+            v["allValue"] = json!(".*");
+        }
+        v
     };
     vec![
         json!({
@@ -313,10 +362,26 @@ fn variables(selection: Selection) -> Vec<Value> {
             "skipUrlSync": false,
             "type": "datasource",
         }),
+        // Job and cluster are multi-value on every dashboard, so links between the dashboards
+        // carry them over as they are.
+        query_var(
+            "job",
+            "Job",
+            "label_values(wbscope_build_info, job)".to_owned(),
+            true,
+        ),
+        query_var(
+            "cluster",
+            "Cluster",
+            "label_values(wbscope_build_info{job=~\"$job\"}, cluster)".to_owned(),
+            true,
+        ),
         query_var(
             "instance",
             "Host",
-            "label_values(wbscope_build_info, instance)".to_owned(),
+            "label_values(wbscope_build_info{job=~\"$job\",cluster=~\"$cluster\"}, instance)"
+                .to_owned(),
+            multi,
         ),
         // Every wbscope series with a device: block devices, filesystems' devices, and `all`
         // for sync(2).
@@ -324,8 +389,10 @@ fn variables(selection: Selection) -> Vec<Value> {
             "device",
             "Device",
             format!(
-                "label_values({{__name__=~\"wbscope_.+\",instance{op}\"$instance\",device!=\"\"}}, device)"
+                "label_values({{__name__=~\"wbscope_.+\",job=~\"$job\",cluster=~\"$cluster\",\
+                 instance{op}\"$instance\",device!=\"\"}}, device)"
             ),
+            multi,
         ),
     ]
 }

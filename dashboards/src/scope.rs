@@ -27,15 +27,19 @@ impl Scope {
         }
     }
 
-    /// Matchers for series with only an `instance` (host-wide gauges, self metrics).
+    /// Matchers for series with only target labels (host-wide gauges, self metrics). `job`
+    /// and `cluster` are multi-value on both dashboards (their "All" is `.*`, which also
+    /// matches targets without a `cluster` label).
     pub fn host(self) -> String {
-        format!("instance{}\"$instance\"", self.op())
+        format!(
+            "job=~\"$job\",cluster=~\"$cluster\",instance{}\"$instance\"",
+            self.op()
+        )
     }
 
     /// Matchers for per-device series.
     pub fn device(self) -> String {
-        let op = self.op();
-        format!("instance{op}\"$instance\",device{op}\"$device\"")
+        format!("{},device{}\"$device\"", self.host(), self.op())
     }
 
     /// The labels every aggregation keeps besides the panel's own: the host, when several hosts
@@ -92,7 +96,8 @@ mod tests {
         assert_eq!(
             s.rate_by("wbscope_block_requests_total", "device, op"),
             "sum by (instance, device, op) (rate(wbscope_block_requests_total\
-             {instance=~\"$instance\",device=~\"$device\"}[$__rate_interval]))"
+             {job=~\"$job\",cluster=~\"$cluster\",instance=~\"$instance\",device=~\"$device\"}\
+             [$__rate_interval]))"
         );
         assert_eq!(s.legend("{{op}}"), "{{instance}} {{op}}");
     }
@@ -103,9 +108,12 @@ mod tests {
         assert_eq!(
             s.quantile(0.99, "wbscope_sync_call_duration_seconds", "syscall"),
             "histogram_quantile(0.99, sum by (syscall, le) (rate(\
-             wbscope_sync_call_duration_seconds_bucket{instance=\"$instance\",device=\"$device\"}\
-             [$__rate_interval])))"
+             wbscope_sync_call_duration_seconds_bucket{job=~\"$job\",cluster=~\"$cluster\",\
+             instance=\"$instance\",device=\"$device\"}[$__rate_interval])))"
         );
-        assert_eq!(s.host(), "instance=\"$instance\"");
+        assert_eq!(
+            s.host(),
+            "job=~\"$job\",cluster=~\"$cluster\",instance=\"$instance\""
+        );
     }
 }

@@ -5,15 +5,19 @@ use crate::model::{Dashboard, Row, Selection};
 use crate::panels::{block, flusher, health, memory, nfs, syncs, waits};
 use crate::scope::Scope;
 
+/// The dashboard's uid, which the overview's data links name.
+pub const UID: &str = "wbscope-stall";
+
 /// Builds the stall investigation dashboard.
 pub fn dashboard() -> Dashboard {
     let s = Scope::new(Selection::Single);
     Dashboard {
-        uid: "wbscope-stall",
+        uid: UID,
         title: "wbscope / Stall investigation",
         description: "One device of one host: its stalls, the sync calls that waited, and \
                       everything they can wait on (flusher writeback, dirty throttling, pages \
                       under writeback, the journal, the block layer), plus the probes' health.",
+        drill_down: None,
         selection: Selection::Single,
         rows: vec![
             Row::new(

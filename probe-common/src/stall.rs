@@ -27,7 +27,7 @@ impl StallKind {
         StallKind::JournalCommit,
     ];
 
-    /// The `kind` label value of `wbscope_stalls_total` (METRICS.md).
+    /// The `kind` label value of `wbscope_stalls_total` (docs/metrics.md).
     pub const fn label(self) -> &'static str {
         match self {
             StallKind::DirtyThrottle => "dirty_throttle",

@@ -32,7 +32,7 @@ impl WbCaller {
         WbCaller::Other,
     ];
 
-    /// The `caller` label value (METRICS.md).
+    /// The `caller` label value (docs/metrics.md).
     pub const fn label(self) -> &'static str {
         match self {
             WbCaller::Flusher => "flusher",

@@ -31,7 +31,7 @@ impl SyncSyscall {
         SyncSyscall::IoUringSyncFileRange,
     ];
 
-    /// The `syscall` label value (METRICS.md).
+    /// The `syscall` label value (docs/metrics.md).
     pub const fn label(self) -> &'static str {
         match self {
             SyncSyscall::Fsync => "fsync",

@@ -38,15 +38,17 @@ impl Cmd {
         }
     }
 
-    /// `cargo` run on the workspace at `root`, optionally through `rustup run <toolchain>`.
+    /// `cargo` of `toolchain` (`rustup run <toolchain> cargo`) on the workspace at `root`.
+    ///
+    /// Always through `rustup run`: xtask itself was started by whatever stable `cargo xtask`
+    /// found, and rustup hands that choice down in `RUSTUP_TOOLCHAIN` (and may put that
+    /// toolchain's bin directory first on `PATH`), so a plain `cargo` here would be that stable
+    /// again, too old for the workspace.
     ///
     /// `CARGO_TARGET_DIR` is dropped so the tiers build into the workspace's own `target/`, where
     /// `run` and the smoke tier look for the binary, even when xtask itself was built elsewhere.
-    pub fn workspace_cargo(root: &Path, toolchain: Option<&str>) -> Self {
-        let mut cmd = match toolchain {
-            Some(toolchain) => Cmd::new("rustup").args(["run", toolchain, "cargo"]),
-            None => Cmd::new("cargo"),
-        };
+    pub fn workspace_cargo(root: &Path, toolchain: &str) -> Self {
+        let mut cmd = Cmd::new("rustup").args(["run", toolchain, "cargo"]);
         cmd.inner
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("CARGO_BUILD_TARGET_DIR");

@@ -12,6 +12,9 @@ use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
 use crate::{host, run};
 
+/// The rule unit tests, relative to the dashboards directory.
+const RULE_TESTS: &str = "tests/rules/wbscope-rules.test.yml";
+
 /// Arguments of `cargo xtask dashboards`.
 #[derive(clap::Args, Debug)]
 pub struct DashboardsArgs {
@@ -35,7 +38,7 @@ pub fn run(pins: &Pins, args: &DashboardsArgs) -> Result<()> {
 }
 
 /// The checks: generated files current, Grafana model, metric names, `promtool check rules`,
-/// yamllint.
+/// `promtool test rules` (the rule unit tests in `dashboards/tests/rules/`), yamllint.
 pub fn check(pins: &Pins) -> Result<()> {
     if !host::is_root() {
         bail!(
@@ -63,16 +66,38 @@ pub fn check(pins: &Pins) -> Result<()> {
         Cmd::new("promtool")
             .args(["check", "rules"])
             .args(rule_files(&root)?),
+        Cmd::new("promtool")
+            .args(["test", "rules"])
+            .arg(root.join(RULE_TESTS)),
         Cmd::new("yamllint")
             .arg("-c")
             .arg(pins.root.join("deploy/.yamllint"))
             .arg(root.join(wbscope_dashboards::RULES_DIR))
+            .arg(root.join(RULE_TESTS))
             .arg(root.join("provisioning")),
     ]);
-    for problem in &report.problems {
+    let mut problems = report.problems.clone();
+    // The metrics reference and `wbscope check --metrics` name the same families.
+    let doc_path = pins.root.join(crate::docs::METRICS_DOC);
+    let doc = std::fs::read_to_string(&doc_path).unwrap_or_default();
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_owned()))
+        .collect();
+    if documented != names {
+        problems.push(format!(
+            "{} and `wbscope check --metrics` disagree (run `cargo xtask docs`): only in the \
+             doc {:?}, only registered {:?}",
+            crate::docs::METRICS_DOC,
+            documented.difference(&names).collect::<Vec<_>>(),
+            names.difference(&documented).collect::<Vec<_>>()
+        ));
+    }
+    for problem in &problems {
         println!("[dashboards] problem: {problem}");
     }
-    match (report.problems.len(), tools) {
+    match (problems.len(), tools) {
         (0, tools) => tools,
         (n, tools) => bail!(
             "{n} problems in dashboards/{}",

@@ -117,7 +117,7 @@ fn put(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 /// `cargo xtask install`.
 pub fn run(pins: &Pins, args: &InstallArgs) -> Result<()> {
     if !args.no_build {
-        setup::ensure(pins, args.no_setup)?;
+        setup::ensure(pins, crate::apt::Purpose::Run, args.no_setup)?;
         run::build_release(pins)?;
     }
     let layout = Layout::new(&args.prefix, args.unit_dir.as_deref());

@@ -36,10 +36,10 @@ fn reports_version(stdout: &str, version: &str) -> bool {
     stdout.split_whitespace().any(|word| word == version)
 }
 
-/// The pinned `cargo install`, built against the distro LLVM with the stable toolchain.
+/// The pinned `cargo install`, built against the distro LLVM with the pinned toolchain.
 ///
-/// It runs from the temp dir so the workspace's rust-toolchain.toml and .cargo/config.toml do not
-/// apply, and names the toolchain explicitly for the same reason.
+/// It runs from the temp dir so the workspace's .cargo/config.toml does not apply, and names the
+/// toolchain explicitly: the `cargo` that started xtask may be any stable.
 pub fn install_cmd(pins: &Pins) -> Cmd {
     let llvm = pins.llvm_major;
     Cmd::new("rustup")
@@ -47,7 +47,7 @@ pub fn install_cmd(pins: &Pins) -> Cmd {
         .env("LLVM_PREFIX", format!("/usr/lib/llvm-{llvm}"))
         .args([
             "run",
-            &pins.stable,
+            &pins.toolchain,
             "cargo",
             "install",
             "--locked",

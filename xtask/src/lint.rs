@@ -9,10 +9,10 @@ use crate::pins::Pins;
 fn commands(pins: &Pins) -> Vec<Cmd> {
     let root = &pins.root;
     vec![
-        Cmd::workspace_cargo(root, None).args(["fmt", "--all", "--", "--check"]),
+        Cmd::workspace_cargo(root, &pins.toolchain).args(["fmt", "--all", "--", "--check"]),
         // probe-ebpf only builds for the BPF target (its panic handler clashes with std), so it is
         // excluded here and linted on its own below.
-        Cmd::workspace_cargo(root, None).args([
+        Cmd::workspace_cargo(root, &pins.toolchain).args([
             "clippy",
             "--workspace",
             "--exclude",
@@ -22,7 +22,7 @@ fn commands(pins: &Pins) -> Vec<Cmd> {
             "-D",
             "warnings",
         ]),
-        Cmd::workspace_cargo(root, Some(&pins.ebpf_toolchain)).args([
+        Cmd::workspace_cargo(root, &pins.ebpf_toolchain).args([
             "clippy",
             "-p",
             "probe-ebpf",

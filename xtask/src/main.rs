@@ -5,13 +5,17 @@ mod apt;
 mod bench;
 mod cmd;
 mod dashboards;
+mod docs;
 mod host;
 mod install;
 mod linker;
 mod lint;
 mod package;
 mod pins;
+mod pytools;
+mod rootfs;
 mod run;
+mod services;
 mod setup;
 mod test;
 mod toolchain;
@@ -34,9 +38,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Install the missing apt packages, rust toolchains and bpf-linker (Debian 12, as root).
-    Setup,
+    Setup(SetupArgs),
     /// Print which of setup's tools are present or missing, installing nothing.
-    CheckSetup,
+    CheckSetup(SetupArgs),
     /// Build wbscope in release mode and run `wbscope run [ARGS]`.
     Run(run::RunArgs),
     /// Run the test tiers: lint, unit, kernel, smoke, e2e, bench-quick.
@@ -44,9 +48,11 @@ enum Command {
     /// Check the Grafana dashboards and Prometheus rules (root: asks the daemon for its metric
     /// names); `--write` regenerates them.
     Dashboards(dashboards::DashboardsArgs),
+    /// Write docs/metrics.md from the daemon's metric descriptors (root); `--check` compares.
+    Docs(docs::DocsArgs),
     /// Install the release binary, the systemd unit and the example config (enables nothing).
     Install(install::InstallArgs),
-    /// Build a Debian package (target/debian/wbscope_VERSION_ARCH.deb) with dpkg-deb.
+    /// Build every release artifact: binary tarball, .deb, .rpm and OCI image (target/package).
     Package(package::PackageArgs),
     /// Measure what wbscope costs (BPF time per operation, A/B throughput, syscall overhead,
     /// daemon CPU and memory, soak) beside bpftrace and biolatency; writes BENCHMARKS.md.
@@ -60,6 +66,15 @@ enum Command {
         #[arg(long)]
         no_setup: bool,
     },
+}
+
+/// Arguments of `cargo xtask setup` and `check-setup`.
+#[derive(clap::Args, Debug)]
+struct SetupArgs {
+    /// What to set the machine up for: `run` (build and run the daemon), `package` (also build
+    /// the release artifacts) or `test` (also every test tier; the default).
+    #[arg(long = "for", value_enum, default_value = "test")]
+    purpose: apt::Purpose,
 }
 
 fn main() -> ExitCode {
@@ -76,17 +91,18 @@ fn main() -> ExitCode {
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     let pins = Pins::load()?;
     match command {
-        Command::Setup => setup::setup(&pins)?,
-        Command::CheckSetup => setup::check(&pins)?,
+        Command::Setup(args) => setup::setup(&pins, args.purpose)?,
+        Command::CheckSetup(args) => setup::check(&pins, args.purpose)?,
         Command::Run(args) => run::run(&pins, &args)?,
         Command::Test(args) => return test::run(&pins, &args),
         Command::Dashboards(args) => dashboards::run(&pins, &args)?,
+        Command::Docs(args) => docs::run(&pins, &args)?,
         Command::Install(args) => install::run(&pins, &args)?,
         Command::Package(args) => package::run(&pins, &args)?,
         Command::Bench(args) => bench::run(&pins, &args)?,
         Command::Vmtest(args) => vmtest::run(&pins, &args)?,
         Command::Lint { no_setup } => {
-            setup::ensure(&pins, no_setup)?;
+            setup::ensure(&pins, apt::Purpose::Run, no_setup)?;
             lint::run(&pins)?;
         }
     }

@@ -1,30 +1,32 @@
 //! The pinned tool versions, read from the workspace's `Cargo.toml`
-//! (`[workspace.metadata.wbscope]`) and `rust-toolchain.toml`, so that they live in one place.
+//! (`[workspace.metadata.wbscope]`), so that they live in one place.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-/// Components every developer toolchain needs for the lint tier, even if rust-toolchain.toml
-/// forgets to list them.
-const STABLE_COMPONENTS: [&str; 2] = ["rustfmt", "clippy"];
+/// Components every developer toolchain needs for the lint tier, even if the pins forget to
+/// list them.
+const LINT_COMPONENTS: [&str; 2] = ["rustfmt", "clippy"];
 
 /// What the workspace pins, plus where the workspace is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pins {
-    /// The workspace root (holds `Cargo.toml` and `rust-toolchain.toml`).
+    /// The workspace root (holds `Cargo.toml`).
     pub root: PathBuf,
-    /// The user-side toolchain, `[toolchain] channel` of rust-toolchain.toml.
-    pub stable: String,
-    /// Components wanted on `stable`.
-    pub stable_components: Vec<String>,
+    /// The toolchain that builds, tests and lints the workspace (`toolchain`).
+    pub toolchain: String,
+    /// Components wanted on `toolchain`.
+    pub toolchain_components: Vec<String>,
     /// The nightly that builds the eBPF crate.
     pub ebpf_toolchain: String,
     /// The bpf-linker version whose LLVM matches `ebpf_toolchain`'s.
     pub bpf_linker_version: String,
     /// LLVM major version of bpf-linker and of the `llvm-N-dev` package it links against.
     pub llvm_major: u32,
+    /// The OCI image's name without the tag (`cargo xtask package` adds the version).
+    pub image: String,
 }
 
 #[derive(Deserialize)]
@@ -45,21 +47,13 @@ struct Metadata {
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct WbscopeMetadata {
+    toolchain: String,
+    #[serde(default)]
+    toolchain_components: Vec<String>,
     ebpf_toolchain: String,
     bpf_linker_version: String,
     llvm_major: u32,
-}
-
-#[derive(Deserialize)]
-struct ToolchainFile {
-    toolchain: ToolchainSection,
-}
-
-#[derive(Deserialize)]
-struct ToolchainSection {
-    channel: String,
-    #[serde(default)]
-    components: Vec<String>,
+    image: String,
 }
 
 impl Pins {
@@ -67,30 +61,28 @@ impl Pins {
     pub fn load() -> Result<Self> {
         let root = workspace_root()?;
         let manifest = read(&root.join("Cargo.toml"))?;
-        let toolchain = read(&root.join("rust-toolchain.toml"))?;
-        Self::parse(root, &manifest, &toolchain)
+        Self::parse(root, &manifest)
     }
 
-    /// Builds the pins from the text of the two files.
-    fn parse(root: PathBuf, manifest: &str, toolchain_file: &str) -> Result<Self> {
+    /// Builds the pins from the text of the root manifest.
+    fn parse(root: PathBuf, manifest: &str) -> Result<Self> {
         let manifest: RootManifest =
             toml::from_str(manifest).context("Cargo.toml: reading [workspace.metadata.wbscope]")?;
-        let toolchain: ToolchainFile = toml::from_str(toolchain_file)
-            .context("rust-toolchain.toml: reading [toolchain] channel")?;
         let meta = manifest.workspace.metadata.wbscope;
-        let mut stable_components = toolchain.toolchain.components;
-        for wanted in STABLE_COMPONENTS {
-            if !stable_components.iter().any(|c| c == wanted) {
-                stable_components.push(wanted.to_owned());
+        let mut toolchain_components = meta.toolchain_components;
+        for wanted in LINT_COMPONENTS {
+            if !toolchain_components.iter().any(|c| c == wanted) {
+                toolchain_components.push(wanted.to_owned());
             }
         }
         Ok(Self {
             root,
-            stable: toolchain.toolchain.channel,
-            stable_components,
+            toolchain: meta.toolchain,
+            toolchain_components,
             ebpf_toolchain: meta.ebpf_toolchain,
             bpf_linker_version: meta.bpf_linker_version,
             llvm_major: meta.llvm_major,
+            image: meta.image,
         })
     }
 }
@@ -125,18 +117,19 @@ mod tests {
 [workspace]
 members = ["xtask"]
 [workspace.metadata.wbscope]
+toolchain = "1.99.0"
+toolchain-components = ["clippy", "rust-src"]
 ebpf-toolchain = "nightly-2026-06-20"
 bpf-linker-version = "0.13.0"
 llvm-major = 22
+image = "ghcr.io/wbscope/wbscope"
 "#;
 
     #[test]
     fn reads_pins_and_adds_lint_components() {
-        let toolchain =
-            "[toolchain]\nchannel = \"1.99.0\"\ncomponents = [\"clippy\", \"rust-src\"]\n";
-        let pins = Pins::parse(PathBuf::from("/w"), MANIFEST, toolchain).unwrap();
-        assert_eq!(pins.stable, "1.99.0");
-        assert_eq!(pins.stable_components, ["clippy", "rust-src", "rustfmt"]);
+        let pins = Pins::parse(PathBuf::from("/w"), MANIFEST).unwrap();
+        assert_eq!(pins.toolchain, "1.99.0");
+        assert_eq!(pins.toolchain_components, ["clippy", "rust-src", "rustfmt"]);
         assert_eq!(pins.ebpf_toolchain, "nightly-2026-06-20");
         assert_eq!(pins.bpf_linker_version, "0.13.0");
         assert_eq!(pins.llvm_major, 22);
@@ -144,11 +137,7 @@ llvm-major = 22
 
     #[test]
     fn missing_metadata_is_an_error() {
-        let err = Pins::parse(
-            PathBuf::new(),
-            "[workspace]\n",
-            "[toolchain]\nchannel = \"x\"\n",
-        );
+        let err = Pins::parse(PathBuf::new(), "[workspace]\n");
         assert!(format!("{:#}", err.unwrap_err()).contains("workspace.metadata.wbscope"));
     }
 
@@ -156,7 +145,6 @@ llvm-major = 22
     fn reads_this_workspace() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-        let toolchain = std::fs::read_to_string(root.join("rust-toolchain.toml")).unwrap();
-        Pins::parse(root.to_owned(), &manifest, &toolchain).unwrap();
+        Pins::parse(root.to_owned(), &manifest).unwrap();
     }
 }

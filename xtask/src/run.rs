@@ -21,7 +21,7 @@ pub struct RunArgs {
 
 /// `cargo build --release -p wbscope` in the workspace.
 pub fn build_release(pins: &Pins) -> Result<()> {
-    Cmd::workspace_cargo(&pins.root, None)
+    Cmd::workspace_cargo(&pins.root, &pins.toolchain)
         .args(["build", "--release", "-p", "wbscope"])
         .run()
 }
@@ -34,7 +34,7 @@ pub fn release_binary(pins: &Pins) -> PathBuf {
 /// Builds, then replaces this process with `wbscope run ARGS`: the daemon gets the terminal and
 /// Ctrl-C directly, and its exit status becomes ours. Returns only on failure.
 pub fn run(pins: &Pins, args: &RunArgs) -> Result<()> {
-    setup::ensure(pins, args.no_setup)?;
+    setup::ensure(pins, crate::apt::Purpose::Run, args.no_setup)?;
     build_release(pins)?;
     Err(Cmd::new(release_binary(pins))
         .arg("run")

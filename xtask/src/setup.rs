@@ -1,10 +1,12 @@
-//! `cargo xtask setup` / `check-setup`: make this Debian 12 machine able to build and test
-//! wbscope, installing only what is missing so running it again is cheap.
+//! `cargo xtask setup` / `check-setup`: make this Debian 12 machine able to build and run
+//! wbscope (and, for the tests, test it), installing only what is missing so running it again
+//! is cheap. Each command asks only for its own purpose: `run` never installs test tools.
 
 use anyhow::{Result, bail};
 
+use crate::apt::Purpose;
 use crate::pins::Pins;
-use crate::{apt, host, linker, toolchain};
+use crate::{apt, host, linker, pytools, toolchain};
 
 /// Everything setup looks at, checked without installing anything.
 struct Status {
@@ -14,11 +16,13 @@ struct Status {
     /// Each wanted toolchain and its state, or why rustup could not be asked.
     toolchains: Vec<(toolchain::Wanted, Result<toolchain::State>)>,
     linker: linker::State,
+    /// Whether kubernetes-validate is installed; `None` when `purpose` does not need it.
+    validator: Option<bool>,
 }
 
 impl Status {
-    fn gather(pins: &Pins) -> Self {
-        let apt_all = apt::packages(pins.llvm_major);
+    fn gather(pins: &Pins, purpose: Purpose) -> Self {
+        let apt_all = apt::packages(pins.llvm_major, purpose);
         let apt_missing = apt::missing(&apt_all);
         // One `rustup toolchain list` serves every toolchain; if rustup itself is unusable each
         // toolchain carries that error.
@@ -38,6 +42,7 @@ impl Status {
             apt_all,
             toolchains,
             linker: linker::check(pins),
+            validator: (purpose >= Purpose::Test).then(|| pytools::present(&pins.root)),
         }
     }
 
@@ -48,6 +53,7 @@ impl Status {
                 .iter()
                 .all(|(_, s)| matches!(s, Ok(toolchain::State::Present)))
             && self.linker == linker::State::Present
+            && self.validator != Some(false)
     }
 
     /// One `[setup] <thing>: ...` line per step, saying what is missing and why.
@@ -81,6 +87,10 @@ impl Status {
             linker_label(pins),
             linker_state(&self.linker)
         );
+        if let Some(present) = self.validator {
+            let state = if present { "present" } else { "missing" };
+            println!("[setup] {} (venv): {state}", pytools::KUBERNETES_VALIDATE);
+        }
     }
 
     /// Shell commands a root user would run to install what is missing, in install order.
@@ -113,6 +123,13 @@ impl Status {
         if self.linker != linker::State::Present {
             cmds.push(linker::install_cmd(pins).to_string());
         }
+        if self.validator == Some(false) {
+            cmds.extend(
+                pytools::install_cmds(&pins.root)
+                    .iter()
+                    .map(|c| c.to_string()),
+            );
+        }
         cmds
     }
 }
@@ -134,13 +151,13 @@ fn linker_state(state: &linker::State) -> String {
 
 /// Fast check (a handful of dpkg-query/rustup/bpf-linker calls, no installs): whether `setup`
 /// has anything to do. Used by `run`, `test` and `lint` to call setup only when needed.
-pub fn needs_setup(pins: &Pins) -> bool {
-    !Status::gather(pins).complete()
+pub fn needs_setup(pins: &Pins, purpose: Purpose) -> bool {
+    !Status::gather(pins, purpose).complete()
 }
 
 /// `cargo xtask check-setup`: prints what is present and missing; fails if anything is missing.
-pub fn check(pins: &Pins) -> Result<()> {
-    let status = Status::gather(pins);
+pub fn check(pins: &Pins, purpose: Purpose) -> Result<()> {
+    let status = Status::gather(pins, purpose);
     status.print(pins);
     if status.complete() {
         println!("[setup] everything is present");
@@ -154,8 +171,8 @@ pub fn check(pins: &Pins) -> Result<()> {
 }
 
 /// `cargo xtask setup`: installs whatever is missing (as root on Debian), else explains how.
-pub fn setup(pins: &Pins) -> Result<()> {
-    let status = Status::gather(pins);
+pub fn setup(pins: &Pins, purpose: Purpose) -> Result<()> {
+    let status = Status::gather(pins, purpose);
     if status.complete() {
         status.print(pins);
         return Ok(());
@@ -206,9 +223,21 @@ pub fn setup(pins: &Pins) -> Result<()> {
         linker::install(pins)?;
     }
 
+    match status.validator {
+        Some(false) => {
+            println!(
+                "[setup] {} (venv): installing…",
+                pytools::KUBERNETES_VALIDATE
+            );
+            pytools::install(&pins.root)?;
+        }
+        Some(true) => println!("[setup] {} (venv): present", pytools::KUBERNETES_VALIDATE),
+        None => {}
+    }
+
     // Installing can succeed and still leave a step unusable (e.g. an older bpf-linker earlier
     // on PATH shadows the new one); say so now rather than in a confusing build error later.
-    let after = Status::gather(pins);
+    let after = Status::gather(pins, purpose);
     if !after.complete() {
         after.print(pins);
         bail!("setup ran but something is still missing (see the lines above)");
@@ -217,13 +246,14 @@ pub fn setup(pins: &Pins) -> Result<()> {
     Ok(())
 }
 
-/// Runs setup only if something is missing, unless the user opted out with `--no-setup`.
-pub fn ensure(pins: &Pins, no_setup: bool) -> Result<()> {
-    if no_setup || !needs_setup(pins) {
+/// Runs setup for `purpose` only if something it needs is missing, unless the user opted out
+/// with `--no-setup`.
+pub fn ensure(pins: &Pins, purpose: Purpose, no_setup: bool) -> Result<()> {
+    if no_setup || !needs_setup(pins, purpose) {
         return Ok(());
     }
     println!("[setup] something is missing; running setup");
-    setup(pins)
+    setup(pins, purpose)
 }
 
 /// Why this process cannot install (not root, no apt-get/dpkg, no rustup), if it cannot.

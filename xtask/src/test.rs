@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 use crate::cmd::{self, Cmd};
 use crate::pins::Pins;
-use crate::{bench, dashboards, host, lint, package, run, setup, vmtest};
+use crate::{bench, dashboards, host, lint, package, rootfs, run, setup, vmtest};
 
 /// A test tier. Declaration order is run order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -21,23 +21,27 @@ pub enum Tier {
     Kernel,
     /// The release binary end to end (root).
     Smoke,
+    /// The release artifacts installed and run: tarball and RPM on a clean Debian root, the OCI
+    /// image as a container, the .deb under a booted systemd (root).
+    Artifacts,
     /// Dashboards and rules: the offline check, then every query against a real Prometheus
     /// scraping the release daemon under load (root).
     E2e,
     /// `cargo xtask bench --quick`: every benchmark phase briefly; passes if the report has
     /// every row (root).
     BenchQuick,
-    /// Debian's 6.1 and 6.12 kernels in QEMU: `wbscope check` and a kernel-test subset (root,
-    /// slow). Part of the default run only when `WBSCOPE_VMTEST=1`.
+    /// Debian's 6.1 and 6.12 kernels in QEMU: `wbscope check` and a kernel-test subset (root;
+    /// about 3 minutes). Part of the default run unless `WBSCOPE_VMTEST=0`.
     Vm,
 }
 
 impl Tier {
-    const ALL: [Tier; 7] = [
+    const ALL: [Tier; 8] = [
         Tier::Lint,
         Tier::Unit,
         Tier::Kernel,
         Tier::Smoke,
+        Tier::Artifacts,
         Tier::E2e,
         Tier::BenchQuick,
         Tier::Vm,
@@ -49,6 +53,7 @@ impl Tier {
             Tier::Unit => "unit",
             Tier::Kernel => "kernel",
             Tier::Smoke => "smoke",
+            Tier::Artifacts => "artifacts",
             Tier::E2e => "e2e",
             Tier::BenchQuick => "bench-quick",
             Tier::Vm => "vm",
@@ -60,7 +65,12 @@ impl Tier {
     fn depends_on(self) -> &'static [Tier] {
         match self {
             Tier::Lint | Tier::Unit => &[],
-            Tier::Kernel | Tier::Smoke | Tier::E2e | Tier::BenchQuick | Tier::Vm => &[Tier::Unit],
+            Tier::Kernel
+            | Tier::Smoke
+            | Tier::Artifacts
+            | Tier::E2e
+            | Tier::BenchQuick
+            | Tier::Vm => &[Tier::Unit],
         }
     }
 }
@@ -68,8 +78,8 @@ impl Tier {
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
-    /// Run only this tier (repeatable); default: all, in order (the vm tier only when
-    /// `WBSCOPE_VMTEST=1`: it boots two kernels under software emulation).
+    /// Run only this tier (repeatable); default: all, in order (`WBSCOPE_VMTEST=0` leaves out
+    /// the vm tier, which boots two kernels in QEMU).
     #[arg(long = "tier", value_enum)]
     pub tiers: Vec<Tier>,
     /// Do not check for (or install) missing tools first.
@@ -85,9 +95,9 @@ enum Outcome {
 
 /// Runs the selected tiers and prints the summary; the exit code is 1 if any tier did not pass.
 pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
-    setup::ensure(pins, args.no_setup)?;
+    setup::ensure(pins, crate::apt::Purpose::Test, args.no_setup)?;
 
-    let vm_wanted = std::env::var("WBSCOPE_VMTEST").is_ok_and(|v| !v.is_empty() && v != "0");
+    let vm_wanted = std::env::var("WBSCOPE_VMTEST").map_or(true, |v| v != "0");
     let selected = select(&args.tiers, vm_wanted);
     let total = selected.len();
     let mut results: Vec<(Tier, Outcome, f64)> = Vec::new();
@@ -173,7 +183,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         Tier::Lint => lint::run(pins),
         // testkit's tests need root, so they run once, in the kernel tier; probe-ebpf only builds
         // for the BPF target.
-        Tier::Unit => Cmd::workspace_cargo(root, None)
+        Tier::Unit => Cmd::workspace_cargo(root, &pins.toolchain)
             .args([
                 "test",
                 "--workspace",
@@ -192,7 +202,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
             }
             // One test thread: the tests share loop devices, tracepoints and BPF maps.
             cmd::run_all([
-                Cmd::workspace_cargo(root, None).args([
+                Cmd::workspace_cargo(root, &pins.toolchain).args([
                     "test",
                     "-p",
                     "wbscope",
@@ -202,7 +212,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                     "--ignored",
                     "--test-threads=1",
                 ]),
-                Cmd::workspace_cargo(root, None).args([
+                Cmd::workspace_cargo(root, &pins.toolchain).args([
                     "test",
                     "-p",
                     "testkit",
@@ -213,14 +223,14 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         }
         Tier::Smoke => {
             run::build_release(pins)?;
-            let deb = package::build(
+            let deb = package::build_deb(
                 pins,
                 &package::PackageArgs {
                     no_build: true,
                     no_setup: true,
                 },
             )?;
-            Cmd::workspace_cargo(root, None)
+            Cmd::workspace_cargo(root, &pins.toolchain)
                 .env("WBSCOPE_BIN", run::release_binary(pins))
                 .env("WBSCOPE_DEB", deb)
                 .args([
@@ -228,6 +238,33 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 ])
                 .arg("--")
                 .args(["--ignored", "--test-threads=1"])
+                .run()
+        }
+        Tier::Artifacts => {
+            if !host::is_root() {
+                bail!(
+                    "the artifacts tier installs packages into a root file system and boots it: run as root"
+                );
+            }
+            run::build_release(pins)?;
+            let a = package::build_all(
+                pins,
+                &package::PackageArgs {
+                    no_build: true,
+                    no_setup: true,
+                },
+            )?;
+            let rootfs = rootfs::ensure(pins)?;
+            Cmd::workspace_cargo(root, &pins.toolchain)
+                .env("WBSCOPE_BIN", run::release_binary(pins))
+                .env("WBSCOPE_TARBALL", &a.tarball)
+                .env("WBSCOPE_DEB", &a.deb)
+                .env("WBSCOPE_RPM", &a.rpm)
+                .env("WBSCOPE_IMAGE", &a.image)
+                .env("WBSCOPE_IMAGE_NAME", &a.image_name)
+                .env("WBSCOPE_ROOTFS", rootfs)
+                .args(["test", "-p", "wbscope", "--test", "artifacts", "--"])
+                .args(["--ignored", "--test-threads=1", "--nocapture"])
                 .run()
         }
         Tier::Vm => vmtest::run(
@@ -245,7 +282,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
         Tier::E2e => {
             // Builds the release binary and asks it for its metric names first.
             dashboards::check(pins)?;
-            Cmd::workspace_cargo(root, None)
+            Cmd::workspace_cargo(root, &pins.toolchain)
                 .env("WBSCOPE_BIN", run::release_binary(pins))
                 .args(["test", "-p", "wbscope-dashboards", "--test", "e2e", "--"])
                 .args(["--ignored", "--test-threads=1", "--nocapture"])
@@ -272,6 +309,7 @@ mod tests {
         let mut tiers = vec![
             Tier::BenchQuick,
             Tier::Vm,
+            Tier::Artifacts,
             Tier::Smoke,
             Tier::E2e,
             Tier::Lint,
@@ -288,7 +326,7 @@ mod tests {
     }
 
     #[test]
-    fn vm_tier_runs_by_default_only_when_asked() {
+    fn vm_tier_runs_by_default_unless_turned_off() {
         assert!(!select(&[], false).contains(&Tier::Vm));
         assert_eq!(select(&[], true), Tier::ALL);
         assert_eq!(select(&[Tier::Vm], false), [Tier::Vm]);

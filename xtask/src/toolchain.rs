@@ -1,4 +1,4 @@
-//! Rustup toolchains: the user-side channel of rust-toolchain.toml and the eBPF nightly.
+//! Rustup toolchains: the pinned workspace toolchain and the eBPF nightly.
 
 use anyhow::{Result, bail};
 
@@ -28,14 +28,14 @@ impl Wanted {
     }
 }
 
-/// The toolchains this workspace needs: the stable one for everything, and the nightly with
+/// The toolchains this workspace needs: the pinned one for everything, and the nightly with
 /// `rust-src` (the eBPF crate is built with `-Z build-std=core`) and `clippy` (the lint tier
 /// lints the eBPF crate with it).
 pub fn wanted(pins: &Pins) -> Vec<Wanted> {
     vec![
         Wanted {
-            name: pins.stable.clone(),
-            components: pins.stable_components.clone(),
+            name: pins.toolchain.clone(),
+            components: pins.toolchain_components.clone(),
         },
         Wanted {
             name: pins.ebpf_toolchain.clone(),

@@ -1,5 +1,5 @@
 //! `wbscope_filesystem_info{device,mountpoint,fstype}`: the join table from devices to mount
-//! points, read from /proc/self/mountinfo at scrape time. No probes.
+//! points, read from the host's mountinfo (PID 1's, see kernel/mounts.rs) at scrape time. No probes.
 
 use std::collections::BTreeSet;
 

@@ -167,7 +167,7 @@ pub fn reason_names_from_enum(variants: &[(String, i64)]) -> BTreeMap<u32, Strin
         .collect()
 }
 
-/// Names and help texts (METRICS.md is the contract).
+/// Names and help texts (documented in docs/metrics.md, generated from them).
 const FAMILIES: &[(&str, &str); 4] = &[
     (
         "wbscope_writeback_work_total",

@@ -9,7 +9,7 @@ pub fn split_kernel_dev(dev: u32) -> (u32, u32) {
 
 /// The block device name for `major:minor` (e.g. `loop3`, `nvme0n1p2`), read from the
 /// `/sys/dev/block/MAJ:MIN` link; `MAJ:MIN` itself when it is not a block device (btrfs anonymous
-/// devices, fuse, nfs), as METRICS.md specifies.
+/// devices, fuse, nfs), as docs/metrics.md documents.
 pub fn block_name(major: u32, minor: u32) -> String {
     block_name_under(Path::new("/sys/dev/block"), major, minor)
 }

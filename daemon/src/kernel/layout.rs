@@ -21,6 +21,17 @@ pub fn field_offset(
     Ok(f.offset)
 }
 
+/// The name of the kernel's request-operation enum: `enum req_op` since 6.0, `enum req_opf`
+/// before. Every family that reads a request or bio operation asks here, so that one kernel's
+/// rename cannot be handled in one family and missed in another.
+pub fn request_op_enum(btf: &Btf) -> &'static str {
+    if btf.enum_variants("req_op").is_ok() {
+        "req_op"
+    } else {
+        "req_opf"
+    }
+}
+
 /// Offset and size of a struct member from BTF, checking the size.
 pub fn member_offset(btf: &Btf, ty: &str, name: &str, size: u32) -> Result<u32, String> {
     let actual = btf.member_size(ty, name).map_err(|e| e.to_string())?;

@@ -1,4 +1,4 @@
-//! Mounted filesystems from /proc/self/mountinfo: which device backs which mount point, with which
+//! Mounted filesystems from the host's mountinfo (PID 1's): which device backs which mount point, with which
 //! filesystem type. Used to label journal metrics and for `wbscope_filesystem_info`.
 
 /// One line of mountinfo.
@@ -10,9 +10,19 @@ pub struct Mount {
     pub fstype: String,
 }
 
-/// Reads the current mount table; empty if it cannot be read.
+/// Mount tables in order of preference. PID 1's first: the host's mounts whenever wbscope shares
+/// the host's pid namespace, which is the case on the host and in a Kubernetes pod with
+/// `hostPID: true`, while its own mount namespace (a container's, or systemd's ProtectSystem=
+/// view) hides or relabels file systems. mountinfo is world-readable (no ptrace check), so this
+/// needs no capability. Without hostPID, PID 1 is the container's own init and the answer is
+/// the same as /proc/self's.
+const MOUNTINFO: [&str; 2] = ["/proc/1/mountinfo", "/proc/self/mountinfo"];
+
+/// Reads the host's mount table (see [`MOUNTINFO`]); empty if none can be read.
 pub fn current() -> Vec<Mount> {
-    std::fs::read_to_string("/proc/self/mountinfo")
+    MOUNTINFO
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
         .map(|text| parse(&text))
         .unwrap_or_default()
 }
@@ -100,7 +110,7 @@ garbage line
     fn the_running_system_has_a_root_mount() {
         let mounts = current();
         if mounts.is_empty() {
-            eprintln!("skipped: no /proc/self/mountinfo");
+            eprintln!("skipped: no readable mountinfo");
             return;
         }
         assert!(mounts.iter().any(|m| m.mountpoint == "/"));

@@ -13,6 +13,7 @@ use aya::{
 };
 use prometheus::core::Desc;
 
+pub mod detail;
 pub mod hist_collector;
 pub mod proto;
 pub mod self_metrics;

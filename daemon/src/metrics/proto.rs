@@ -1,6 +1,8 @@
 //! Building Prometheus metric families (protobuf model) by hand, for values that live in maps.
 
 use probe_common::hist::{Log2Hist, MAX_SLOT, MIN_SLOT, upper_bound_seconds};
+
+use crate::config::Detail;
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };
@@ -55,7 +57,7 @@ impl MetricBuilder {
     /// Adds a histogram sample built from an in-kernel log2 histogram.
     pub fn add_log2_histogram(&mut self, labels: &[(&str, &str)], hist: &Log2Hist) {
         let mut metric = Metric::from_label(label_pairs(labels));
-        metric.set_histogram(log2_to_histogram(hist));
+        metric.set_histogram(log2_to_histogram(hist, super::detail::get()));
         self.inner.mut_metric().push(metric);
     }
 
@@ -86,14 +88,21 @@ fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
         .collect()
 }
 
-/// Converts per-slot counts into cumulative buckets `le = 2^i ns` for i in MIN_SLOT..=MAX_SLOT,
-/// in seconds. The encoder adds `+Inf` from the sample count, which includes the overflow slot.
-pub fn log2_to_histogram(hist: &Log2Hist) -> Histogram {
+/// Converts per-slot counts into cumulative buckets `le = 2^i ns` in seconds: for every i in
+/// MIN_SLOT..=MAX_SLOT (`Detail::Full`), or every second one (`Detail::Basic`, a factor of 4
+/// apart, MAX_SLOT included). The counts stay exact: a coarser bucket is the sum of the finer
+/// ones below its bound. The encoder adds `+Inf` from the sample count, which includes the
+/// overflow slot.
+pub fn log2_to_histogram(hist: &Log2Hist, detail: Detail) -> Histogram {
     let mut cumulative = 0u64;
     let mut buckets = Vec::with_capacity(MAX_SLOT - MIN_SLOT + 1);
     for (slot, count) in hist.buckets.iter().enumerate().take(MAX_SLOT + 1) {
         cumulative += count;
-        if slot >= MIN_SLOT {
+        let exported = match detail {
+            Detail::Full => true,
+            Detail::Basic => (MAX_SLOT - slot).is_multiple_of(2),
+        };
+        if slot >= MIN_SLOT && exported {
             let mut bucket = Bucket::default();
             bucket.set_cumulative_count(cumulative);
             bucket.set_upper_bound(upper_bound_seconds(slot));
@@ -119,7 +128,7 @@ mod tests {
         h.record(3_000); // slot 12
         h.record(3_000);
         h.record(1 << 40); // overflow
-        let p = log2_to_histogram(&h);
+        let p = log2_to_histogram(&h, Detail::Full);
         let buckets = p.get_bucket();
         assert_eq!(buckets.len(), MAX_SLOT - MIN_SLOT + 1);
         assert_eq!(buckets[0].upper_bound(), 1.024e-6);
@@ -131,6 +140,42 @@ mod tests {
         assert_eq!(h.buckets[OVERFLOW_SLOT], 1);
         let expected_sum = (500.0 + 6_000.0 + (1u64 << 40) as f64) / 1e9;
         assert!((p.get_sample_sum() - expected_sum).abs() < 1e-9);
+    }
+
+    #[test]
+    fn basic_detail_keeps_every_other_bound_with_exact_counts() {
+        let mut h = Log2Hist::ZERO;
+        h.record(500); // slot 10 (le 1.024 µs)
+        h.record(3_000); // slot 12 (le 4.096 µs)
+        h.record(5_000); // slot 13: counted at the next exported bound, slot 14
+        h.record(1 << 40); // overflow
+        let full = log2_to_histogram(&h, Detail::Full);
+        let basic = log2_to_histogram(&h, Detail::Basic);
+        let bounds: Vec<f64> = basic.get_bucket().iter().map(|b| b.upper_bound()).collect();
+        assert_eq!(bounds.len(), (MAX_SLOT - MIN_SLOT) / 2 + 1);
+        assert_eq!(bounds[0], 1.024e-6);
+        assert_eq!(bounds[1], 4.096e-6);
+        assert_eq!(
+            bounds.last(),
+            full.get_bucket().last().map(|b| b.upper_bound()).as_ref()
+        );
+        let counts: Vec<u64> = basic
+            .get_bucket()
+            .iter()
+            .map(|b| b.cumulative_count())
+            .collect();
+        assert_eq!(&counts[..3], [1, 2, 3]);
+        // Every exported bound has the same cumulative count as in the full histogram.
+        for b in basic.get_bucket() {
+            let same = full
+                .get_bucket()
+                .iter()
+                .find(|f| f.upper_bound() == b.upper_bound())
+                .unwrap();
+            assert_eq!(same.cumulative_count(), b.cumulative_count());
+        }
+        assert_eq!(basic.get_sample_count(), full.get_sample_count());
+        assert_eq!(basic.get_sample_sum(), full.get_sample_sum());
     }
 
     #[test]

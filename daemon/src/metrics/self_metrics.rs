@@ -16,7 +16,13 @@ use crate::probes::{AttachStatus, ProbeReport};
 const FAMILIES: &[(&str, &str)] = &[
     (
         "wbscope_build_info",
-        "wbscope version and the kernel it runs on.",
+        "wbscope version, the source revision it was built from, and the kernel it runs on.",
+    ),
+    (
+        "wbscope_probe_unsupported",
+        "1 for a probe that is not attached on purpose: `reason` is kernel (this kernel cannot \
+         support it: a missing hook or layout, see wbscope check) or config (probes.disable). \
+         Alerts leave these alone; a probe with wbscope_probe_attached 0 and no series here failed.",
     ),
     (
         "wbscope_probe_attached",
@@ -57,7 +63,8 @@ fn parse_run_stats(fdinfo: &str) -> Option<(u64, u64)> {
     Some((field("run_time_ns:")?, field("run_cnt:")?))
 }
 
-/// Exports `wbscope_build_info`, `wbscope_probe_attached`, `wbscope_map_read_errors_total`.
+/// Exports `wbscope_build_info`, `wbscope_probe_attached`, `wbscope_probe_unsupported`,
+/// `wbscope_map_read_errors_total` and the programs' run-time stats.
 pub struct SelfCollector {
     version: String,
     kernel: String,
@@ -109,21 +116,37 @@ impl Collector for SelfCollector {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let mut info = MetricBuilder::gauge("wbscope_build_info", FAMILIES);
-        info.add_gauge(&[("version", &self.version), ("kernel", &self.kernel)], 1.0);
+        info.add_gauge(
+            &[
+                ("version", &self.version),
+                ("revision", crate::build_info::REVISION),
+                ("kernel", &self.kernel),
+            ],
+            1.0,
+        );
         let mut attached = MetricBuilder::gauge("wbscope_probe_attached", FAMILIES);
+        let mut unsupported = MetricBuilder::gauge("wbscope_probe_unsupported", FAMILIES);
         for report in &self.probes {
             let up = matches!(report.status, AttachStatus::Attached);
             attached.add_gauge(
                 &[("probe", report.spec.program)],
                 if up { 1.0 } else { 0.0 },
             );
+            let reason = match report.status {
+                AttachStatus::Skipped(_) => Some("kernel"),
+                AttachStatus::Disabled => Some("config"),
+                AttachStatus::Attached | AttachStatus::Failed(_) => None,
+            };
+            if let Some(reason) = reason {
+                unsupported.add_gauge(&[("probe", report.spec.program), ("reason", reason)], 1.0);
+            }
         }
         let mut errors = MetricBuilder::counter("wbscope_map_read_errors_total", FAMILIES);
         for (map, count) in self.map_errors.snapshot() {
             errors.add_counter(&[("map", map)], count as f64);
         }
         let [seconds, runs] = self.program_stats();
-        [info, attached, errors, seconds, runs]
+        [info, attached, unsupported, errors, seconds, runs]
             .into_iter()
             .filter_map(MetricBuilder::finish)
             .collect()
@@ -133,6 +156,63 @@ impl Collector for SelfCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probes_not_attached_on_purpose_have_their_own_metric() {
+        use crate::probes::ProbeSpec;
+        let report = |program, status| ProbeReport {
+            family: "f",
+            spec: ProbeSpec::tracepoint(program, "c", "e"),
+            hook: String::new(),
+            status,
+        };
+        let collector = SelfCollector::new(
+            "6.1".into(),
+            vec![
+                report("up", AttachStatus::Attached),
+                report("nokernel", AttachStatus::Skipped("no wbc".into())),
+                report("off", AttachStatus::Disabled),
+                report("broken", AttachStatus::Failed("verifier".into())),
+            ],
+            MapErrors::default(),
+            Vec::new(),
+        );
+        let families = collector.collect();
+        let family = |name: &str| {
+            families
+                .iter()
+                .find(|f| f.name() == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let labels = |m: &prometheus::proto::Metric| {
+            m.get_label()
+                .iter()
+                .map(|l| format!("{}={}", l.name(), l.value()))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let unsupported: Vec<String> = family("wbscope_probe_unsupported")
+            .get_metric()
+            .iter()
+            .map(labels)
+            .collect();
+        assert_eq!(
+            unsupported,
+            ["probe=nokernel,reason=kernel", "probe=off,reason=config"]
+        );
+        let attached: Vec<(String, f64)> = family("wbscope_probe_attached")
+            .get_metric()
+            .iter()
+            .map(|m| (labels(m), m.get_gauge().value()))
+            .collect();
+        assert_eq!(attached.len(), 4);
+        assert!(attached.contains(&("probe=broken".into(), 0.0)));
+        let info = labels(&family("wbscope_build_info").get_metric()[0]);
+        assert!(
+            info.contains(&format!("revision={}", crate::build_info::REVISION)),
+            "{info}"
+        );
+    }
 
     #[test]
     fn parses_fdinfo_run_stats() {

@@ -34,9 +34,29 @@ pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
     Ok(ns.round() as u64)
 }
 
+/// A minimum duration as bcc's tools and `/stalls?min=` take it: a bare number is milliseconds
+/// (`5`, `2.5`), anything else needs a unit (`250us`, `1s`).
+pub fn parse_min_ns(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok((ms * 1e6).round() as u64),
+        Ok(_) => Err(format!("'{text}' is negative or not finite")),
+        Err(_) => parse_duration_ns(text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minimums_take_bare_milliseconds() {
+        assert_eq!(parse_min_ns("5"), Ok(5_000_000));
+        assert_eq!(parse_min_ns("2.5"), Ok(2_500_000));
+        assert_eq!(parse_min_ns("0"), Ok(0));
+        assert_eq!(parse_min_ns("1s"), Ok(1_000_000_000));
+        assert!(parse_min_ns("-1").is_err());
+        assert!(parse_min_ns("5 parsecs").is_err());
+    }
 
     #[test]
     fn units() {

@@ -8,7 +8,10 @@ use prometheus::core::Collector;
 use super::{metrics::DropsCollector, source::take_drops};
 use crate::{
     families::{CollectorContext, Family, KernelInfo},
-    kernel::{btf::Btf, layout::member_offset},
+    kernel::{
+        btf::Btf,
+        layout::{member_offset, request_op_enum},
+    },
     probes::ProbeSpec,
 };
 
@@ -20,7 +23,7 @@ pub struct StallEvents {
 
 fn resolve_layout(btf: &Btf) -> Result<StallLayout, String> {
     let op_flush = btf
-        .enum_value("req_op", "REQ_OP_FLUSH")
+        .enum_value(request_op_enum(btf), "REQ_OP_FLUSH")
         .map_err(|e| e.to_string())?;
     Ok(StallLayout {
         inode_i_ino: member_offset(btf, "inode", "i_ino", 8)?,

@@ -15,7 +15,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    duration::parse_duration_ns,
+    duration::parse_min_ns,
     event::{Stall, parse_rfc3339, unix_now_ns},
     recorder::{Filter, Recorder},
 };
@@ -67,10 +67,7 @@ pub fn filter(q: StallQuery, now_unix_ns: u64) -> Result<Filter, String> {
     };
     let min_ns = match q.min {
         None => None,
-        Some(m) => Some(match m.parse::<f64>() {
-            Ok(ms) if ms >= 0.0 => (ms * 1e6) as u64,
-            _ => parse_duration_ns(&m).map_err(|e| format!("min: {e}"))?,
-        }),
+        Some(m) => Some(parse_min_ns(&m).map_err(|e| format!("min: {e}"))?),
     };
     Ok(Filter {
         since_unix_ns,

@@ -20,15 +20,23 @@ pub mod text;
 
 use std::{io::IsTerminal as _, time::Duration};
 
-use crate::{config::DEFAULT_PORT, stalls::duration::parse_duration_ns};
+use crate::{
+    cli::ConfigArg,
+    client::{ClientArgs, Endpoint},
+    stalls::duration::parse_duration_ns,
+};
 
 /// Options of `wbscope top`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TopArgs {
+    /// The configuration file of the daemon to read: its `listen` address, and the scheme and
+    /// certificate of its web config file.
+    #[command(flatten)]
+    pub config: ConfigArg,
     /// The daemon to read (`/metrics`, `/top/processes`, `/stalls`). When none answers, `top`
     /// loads probes itself (root) on an ephemeral loopback port.
-    #[arg(long, default_value_t = format!("http://127.0.0.1:{DEFAULT_PORT}"))]
-    pub url: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// Refresh interval (e.g. 1s, 500ms).
     #[arg(long, default_value = "1s", value_parser = parse_duration_ns)]
     pub interval: u64,
@@ -38,7 +46,7 @@ pub struct TopArgs {
     /// Start with this device selected (as in metric labels, e.g. loop3).
     #[arg(long)]
     pub device: Option<String>,
-    /// Fail instead of loading probes when the daemon at --url does not answer.
+    /// Fail instead of loading probes when the daemon does not answer.
     #[arg(long)]
     pub no_local: bool,
 }
@@ -48,6 +56,10 @@ pub struct TopArgs {
 pub enum TopError {
     #[error(transparent)]
     Source(#[from] source::SourceError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
     #[error("terminal")]
     Terminal(#[source] std::io::Error),
     #[error("--interval must be at least 100ms")]
@@ -60,7 +72,12 @@ pub fn run(args: &TopArgs) -> Result<(), TopError> {
     if interval < Duration::from_millis(100) {
         return Err(TopError::Interval);
     }
-    let source = source::Source::open(&args.url, args.no_local)?;
+    let config = match &args.config.config {
+        Some(path) => Some(crate::Config::from_file(path)?),
+        None => None,
+    };
+    let endpoint = Endpoint::new(&args.client, config.as_ref())?;
+    let source = source::Source::open(endpoint, args.no_local)?;
     let controls = app::Controls {
         device: args.device.clone(),
         ..app::Controls::default()

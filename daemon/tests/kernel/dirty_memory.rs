@@ -141,15 +141,21 @@ fn dirty_bytes_match_vmstat_and_bdi_state_rises() {
 #[ignore = "needs root and BPF: run with cargo xtask test"]
 fn io_pressure_follows_the_kernel_file() {
     let daemon = TestDaemon::start();
-    let metric = "wbscope_pressure_io_stalled_seconds_total";
+    // node_exporter's names: waiting = PSI "some", stalled = PSI "full".
+    let metrics = [
+        ("some", "wbscope_pressure_io_waiting_seconds_total"),
+        ("full", "wbscope_pressure_io_stalled_seconds_total"),
+    ];
     let read = || std::fs::read_to_string("/proc/pressure/io").ok();
     let first = read();
     let s = daemon.scrape();
     let (Some(first), Some(second)) = (first, read()) else {
-        assert!(
-            s.samples(metric).is_empty(),
-            "exported without a readable /proc/pressure/io"
-        );
+        for (_, metric) in metrics {
+            assert!(
+                s.samples(metric).is_empty(),
+                "exported without a readable /proc/pressure/io"
+            );
+        }
         eprintln!("no readable /proc/pressure/io on this kernel: nothing exported, as expected");
         return;
     };
@@ -161,9 +167,9 @@ fn io_pressure_follows_the_kernel_file() {
             .expect("total field")
             / 1e6
     };
-    for kind in ["some", "full"] {
+    for (kind, metric) in metrics {
         let exported = s
-            .value(metric, &[("kind", kind)])
+            .value(metric, &[])
             .unwrap_or_else(|| panic!("no {kind} series:\n{}", wbscope_lines(&s)));
         let (lo, hi) = (total(&first, kind), total(&second, kind));
         eprintln!("psi io {kind}: wbscope {exported:.6} s, file {lo:.6}..{hi:.6} s");

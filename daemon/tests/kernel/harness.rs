@@ -22,6 +22,11 @@ impl TestDaemon {
         TestDaemon::start_with(Config {
             listen: "127.0.0.1:0".parse().expect("loopback address"),
             ignore_own_io: false,
+            // Every log2 bucket: the latency tests compare the kernel's slots one by one with an
+            // independent tracer. The default's coarser buckets are counted in series_budget.
+            metrics: wbscope::config::MetricsConfig {
+                detail: wbscope::config::Detail::Full,
+            },
             ..Config::default()
         })
     }
@@ -48,7 +53,10 @@ impl TestDaemon {
     /// Like `start_with`, without requiring every probe to attach (for disabled probes).
     pub fn start_with_unattached(config: Config) -> TestDaemon {
         assert!(testkit::require_root(), "privileged kernel tests need root");
-        wbscope::logging::init(wbscope::config::LogLevel::Info);
+        wbscope::logging::init(
+            wbscope::config::LogLevel::Info,
+            wbscope::config::LogFormat::Text,
+        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()

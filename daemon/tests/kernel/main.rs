@@ -11,6 +11,7 @@ mod dirty_throttle;
 mod harness;
 mod journal;
 mod nfs;
+mod series_budget;
 mod stalls;
 mod submissions;
 mod sync_all_calls;

@@ -86,7 +86,13 @@ fn daemonset_uses_the_daemons_real_port_flags_and_config() {
         argv.push(arg.as_str().expect("string arg").to_owned());
     }
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let config_path = cli.run.config.expect("--config");
+    // `wbscope run ARGS` or `wbscope ARGS`.
+    let run = match cli.command {
+        Some(wbscope::cli::Command::Run(run)) => run,
+        None => cli.run,
+        Some(other) => panic!("{argv:?} does not run the daemon: {other:?}"),
+    };
+    let config_path = run.config.config.expect("--config");
 
     // The ConfigMap is mounted where --config points, and is a valid config.
     let mount = container["volumeMounts"]
@@ -167,4 +173,113 @@ fn prometheus_example_scrapes_the_default_port() {
         let target = target.as_str().expect("target");
         assert!(target.ends_with(&format!(":{DEFAULT_PORT}")), "{target}");
     }
+}
+
+/// The root Cargo.toml's `[workspace.metadata.wbscope]` value `key`.
+fn workspace_pin(key: &str) -> String {
+    let text = std::fs::read_to_string(deploy().join("../Cargo.toml")).expect("read Cargo.toml");
+    let manifest: toml::Value = toml::from_str(&text).expect("Cargo.toml parses");
+    manifest["workspace"]["metadata"]["wbscope"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no [workspace.metadata.wbscope] {key}"))
+        .to_owned()
+}
+
+#[test]
+fn daemonset_runs_the_image_xtask_builds_with_a_writable_socket_dir() {
+    let docs = parse(&manifests());
+    let pod = &of_kind(&docs, "DaemonSet")["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let image = format!("{}:{}", workspace_pin("image"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(container["image"], image.as_str());
+
+    // Under a read-only root file system the stall socket's directory is a volume of its own.
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    let socket_dir = std::path::Path::new(wbscope::stalls::config::DEFAULT_SOCKET)
+        .parent()
+        .expect("socket dir")
+        .to_string_lossy()
+        .into_owned();
+    let mount = container["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["mountPath"] == socket_dir.as_str())
+        .unwrap_or_else(|| panic!("nothing mounted at {socket_dir}"));
+    assert_ne!(mount["readOnly"], true, "{socket_dir} must be writable");
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the socket dir's volume");
+    assert!(volume["emptyDir"].is_object(), "{volume}");
+}
+
+#[test]
+fn prometheus_rule_ships_the_rules() {
+    let docs = parse(&manifests());
+    let rule = of_kind(&docs, "PrometheusRule");
+    let root = deploy().join("../dashboards/rules");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("read dashboards/rules")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let shipped: Vec<Value> = parse(&files)
+        .iter()
+        .flat_map(|d| d["groups"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert!(!shipped.is_empty());
+    assert_eq!(
+        rule["spec"]["groups"],
+        Value::Array(shipped),
+        "deploy/kubernetes/prometheusrule.yaml differs from dashboards/rules/ (see its header)"
+    );
+}
+
+/// kubernetes-validate, installed by `cargo xtask setup` into a venv under target/tools.
+fn kubernetes_validate() -> PathBuf {
+    deploy().join("../target/tools/venv/bin/kubernetes-validate")
+}
+
+/// Every manifest of a kind that Kubernetes itself defines validates strictly against its
+/// schema (offline: the package carries the schemas). The two Prometheus Operator kinds have
+/// no schema there; their content is checked above and by promtool in the e2e tier.
+#[test]
+fn manifests_validate_against_the_kubernetes_schemas() {
+    let validator = kubernetes_validate();
+    assert!(
+        validator.is_file(),
+        "{} is missing: run `cargo xtask setup`",
+        validator.display()
+    );
+    let out = Command::new(&validator)
+        .arg("--strict")
+        .args(manifests())
+        .output()
+        .expect("run kubernetes-validate");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "kubernetes-validate:\n{said}");
+    for kind in ["configmap", "daemonset", "namespace", "service"] {
+        assert!(
+            said.lines()
+                .any(|l| l.contains("passed for resource") && l.contains(&format!("{kind}/"))),
+            "no {kind} validated:\n{said}"
+        );
+    }
+    let unvalidated: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("Couldn't find schema"))
+        .collect();
+    assert!(
+        unvalidated
+            .iter()
+            .all(|l| l.contains("monitoring.coreos.com")),
+        "a core manifest went unvalidated: {unvalidated:?}"
+    );
 }

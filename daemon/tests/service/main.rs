@@ -4,6 +4,7 @@
 //! Kubernetes manifests. The privileged tests are `#[ignore]`d so that nothing privileged runs
 //! by accident.
 
+mod clients;
 mod common;
 mod kubernetes;
 mod notify;

@@ -35,14 +35,28 @@ fn unit_runs_the_daemon_with_the_installed_config() {
     let exec: Vec<&str> = directive(&unit, "ExecStart").split_whitespace().collect();
     assert_eq!(exec[0], "/usr/bin/wbscope");
     let cli = Cli::try_parse_from(&exec).expect("ExecStart's arguments parse");
-    assert!(matches!(cli.command, Some(Sub::Run)), "{exec:?}");
+    let Some(Sub::Run(run)) = cli.command else {
+        panic!("ExecStart does not run the daemon: {exec:?}");
+    };
     assert_eq!(
-        cli.run.config.as_deref(),
+        run.config.config.as_deref(),
         Some(std::path::Path::new("/etc/wbscope/config.toml"))
     );
     assert_eq!(directive(&unit, "Type"), "notify");
     assert_eq!(directive(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
     assert_eq!(directive(&unit, "Restart"), "on-failure");
+    // The stall socket's directory: the only writable path under ProtectSystem=strict.
+    let socket = std::path::Path::new(wbscope::stalls::config::DEFAULT_SOCKET);
+    assert_eq!(
+        Some(
+            std::path::Path::new("/run")
+                .join(directive(&unit, "RuntimeDirectory"))
+                .as_path()
+        ),
+        socket.parent(),
+        "RuntimeDirectory= must hold the default stall socket {}",
+        socket.display()
+    );
     for key in [
         "WatchdogSec",
         "MemoryMax",
@@ -150,20 +164,24 @@ fn example_config_lists_every_key_with_its_default() {
     let Config {
         listen: _,
         log_level: _,
+        log_format: _,
         ignore_own_io: _,
         disabled_probes: _,
         stalls: _,
+        metrics: _,
         web_config_file: _,
     } = parsed;
     for key in [
         "listen",
         "log_level",
+        "log_format",
         "ignore_own_io",
         "disable",
         "threshold",
         "window",
         "max_events",
         "socket",
+        "detail",
         "web_config_file",
     ] {
         assert!(

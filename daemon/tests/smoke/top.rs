@@ -175,7 +175,10 @@ fn top_reading_a_daemon_shows_device_and_process_and_quits_on_q() {
     });
     let result = std::panic::catch_unwind(|| {
         assert!(up.is_some(), "the daemon did not serve /metrics at {addr}");
-        top_in_tmux(&format!("http://{addr}"), &format!("daemon at {addr}"));
+        top_in_tmux(
+            &format!("http://{addr}"),
+            &format!("daemon at http://{addr}"),
+        );
     });
     // SIGTERM, so the daemon detaches its probes.
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();

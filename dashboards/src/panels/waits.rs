@@ -116,10 +116,16 @@ pub fn pressure(s: Scope) -> Panel {
          on I/O, from /proc/pressure/io. It tells whether the host as a whole suffers, whatever \
          the device: a device-level stall that does not move 'some' hurts few tasks; 'full' \
          above a few percent means the host is doing nothing but waiting for storage.",
-        vec![Query::new(
-            format!("rate(wbscope_pressure_io_stalled_seconds_total{{{h}}}[{RATE}])"),
-            s.legend("{{kind}}"),
-        )],
+        vec![
+            Query::new(
+                format!("rate(wbscope_pressure_io_waiting_seconds_total{{{h}}}[{RATE}])"),
+                s.legend("some (waiting)"),
+            ),
+            Query::new(
+                format!("rate(wbscope_pressure_io_stalled_seconds_total{{{h}}}[{RATE}])"),
+                s.legend("full (stalled)"),
+            ),
+        ],
     )
 }
 

@@ -1,5 +1,12 @@
 //! Alerting rules: slow fsync, too much memory under writeback, dirty throttling, probes that
-//! did not attach, lost events, map read errors and block errors.
+//! failed to attach, lost events, map read errors and block errors.
+//!
+//! None aggregates: each alert is per series, so every target label (`job`, `cluster`,
+//! `instance`, a ServiceMonitor's `namespace`, `pod`, ...) reaches Alertmanager for routing.
+//! A probe this kernel cannot support, or one disabled in the config, is not a failure: it is
+//! exported as `wbscope_probe_unsupported` and leaves `WbscopeProbeNotAttached` silent. Flight
+//! recorder eviction (`stream="recorder"`) is the recorder's bound at work, not loss the
+//! operator can act on, and does not count as dropped events.
 
 use super::{Group, Rule, RuleFile, RuleKind};
 use crate::panels::memory::WRITEBACK_RAM_MARK;
@@ -24,10 +31,10 @@ pub fn file() -> RuleFile {
                     name: "WbscopeFsyncSlow",
                     kind: alert("5m", "warning"),
                     expr: format!(
-                        "histogram_quantile(0.99, sum by (instance, device, syscall, le) (\n  \
+                        "histogram_quantile(0.99,\n  \
                          rate(wbscope_sync_call_duration_seconds_bucket{{\n    \
                          syscall=~\"fsync|fdatasync|io_uring_fsync|io_uring_fdatasync\"\n  \
-                         }}[5m])\n)) > {FSYNC_P99_SECONDS}"
+                         }}[5m])\n) > {FSYNC_P99_SECONDS}"
                     ),
                     summary: "{{ $labels.syscall }} p99 above 1 s on {{ $labels.device }} of \
                               {{ $labels.instance }}",
@@ -59,8 +66,7 @@ pub fn file() -> RuleFile {
                     name: "WbscopeDirtyThrottling",
                     kind: alert("10m", "warning"),
                     expr: format!(
-                        "sum by (instance, device) (\n  \
-                         rate(wbscope_dirty_throttle_pause_seconds_sum[5m])\n) > {THROTTLE_SHARE}"
+                        "rate(wbscope_dirty_throttle_pause_seconds_sum[5m]) > {THROTTLE_SHARE}"
                     ),
                     summary: "Writers to {{ $labels.device }} on {{ $labels.instance }} are \
                               throttled",
@@ -74,33 +80,41 @@ pub fn file() -> RuleFile {
                 },
                 Rule {
                     name: "WbscopeProbeNotAttached",
-                    kind: alert("15m", "info"),
-                    expr: "wbscope_probe_attached == 0".into(),
-                    summary: "wbscope probe {{ $labels.probe }} is not attached on \
+                    kind: alert("15m", "warning"),
+                    // The probes not known to be unsupported, then those of them not attached
+                    // (the final comparison last, so the e2e test can drop it).
+                    expr: "(\n  wbscope_probe_attached\n  \
+                           unless ignoring (reason)\n  \
+                           wbscope_probe_unsupported == 1\n) == 0"
+                        .into(),
+                    summary: "wbscope probe {{ $labels.probe }} failed to attach on \
                               {{ $labels.instance }}",
-                    description: "The probe {{ $labels.probe }} was skipped, disabled or refused \
-                                  on this host's kernel, so the panels it feeds are empty there. \
-                                  Run 'wbscope check' on the host for the reason (a missing \
-                                  tracepoint or BTF type, or the verifier's answer).",
+                    description: "The kernel refused the probe {{ $labels.probe }} (the verifier \
+                                  or the attach failed) although nothing says this kernel cannot \
+                                  support it, so the panels it feeds are empty on this host. \
+                                  Probes the kernel cannot support by design and probes disabled \
+                                  in the config do not alert (see wbscope_probe_unsupported). Run \
+                                  'wbscope check --verbose' on the host for the kernel's answer.",
                 },
                 Rule {
                     name: "WbscopeEventsDropped",
                     kind: alert("10m", "info"),
-                    expr: "sum by (instance, stream) (\n  \
-                           rate(wbscope_events_dropped_total[5m])\n) > 0"
-                        .into(),
-                    summary: "wbscope drops {{ $labels.stream }} events on {{ $labels.instance }}",
-                    description: "The {{ $labels.stream }} ring buffer has been overflowing for 10 \
-                                  minutes ({{ $value | humanize }} records per second lost). The \
-                                  metrics stay exact; only the per-event stall records are \
-                                  incomplete. Raise the stall threshold or the buffer size.",
+                    expr: "rate(wbscope_events_dropped_total{stream!=\"recorder\"}[5m]) > 0".into(),
+                    summary: "wbscope loses stall events ({{ $labels.stream }}) on \
+                              {{ $labels.instance }}",
+                    description: "Stall events have been lost for 10 minutes \
+                                  ({{ $value | humanize }} per second, stream \
+                                  {{ $labels.stream }}): 'stalls' means the kernel's ring buffer \
+                                  was full, 'trace' that a wbscope trace client read too slowly. \
+                                  The metrics stay exact; only the per-event records (/stalls, \
+                                  wbscope trace) are incomplete. Raise stalls.threshold so that \
+                                  fewer operations count as stalls. Flight-recorder eviction \
+                                  (stream recorder) is the recorder's bound and does not alert.",
                 },
                 Rule {
                     name: "WbscopeMapReadErrors",
                     kind: alert("10m", "warning"),
-                    expr: "sum by (instance, map) (\n  \
-                           rate(wbscope_map_read_errors_total[5m])\n) > 0"
-                        .into(),
+                    expr: "rate(wbscope_map_read_errors_total[5m]) > 0".into(),
                     summary: "wbscope cannot read map {{ $labels.map }} on {{ $labels.instance }}",
                     description: "Reads of the BPF map {{ $labels.map }} have been failing at \
                                   scrape time for 10 minutes, so its series are missing or \
@@ -109,9 +123,7 @@ pub fn file() -> RuleFile {
                 Rule {
                     name: "WbscopeBlockRequestErrors",
                     kind: alert("1m", "warning"),
-                    expr: "sum by (instance, device, op) (\n  \
-                           rate(wbscope_block_request_errors_total[5m])\n) > 0"
-                        .into(),
+                    expr: "rate(wbscope_block_request_errors_total[5m]) > 0".into(),
                     summary: "{{ $labels.op }} requests fail on {{ $labels.device }} of \
                               {{ $labels.instance }}",
                     description: "Block requests ({{ $labels.op }}) on {{ $labels.device }} \

@@ -7,6 +7,20 @@
 pub mod alerts;
 pub mod recording;
 
+/// The labels fleet-wide aggregations keep besides their own dimensions: a Prometheus job and
+/// the `cluster` label most fleets put on their targets (an absent label costs nothing).
+/// Per-target rules aggregate `without` their folded dimensions instead and keep every label.
+pub const FLEET_LABELS: &str = "job, cluster";
+
+/// Where each alert's runbook section is: `docs/runbook.md` in the repository, one `##`
+/// section per alert named after it (GitHub anchors are the lower-cased heading).
+pub const RUNBOOK: &str = "https://github.com/wbscope/wbscope/blob/main/docs/runbook.md";
+
+/// The runbook URL of the alert `name`.
+pub fn runbook_url(name: &str) -> String {
+    format!("{RUNBOOK}#{}", name.to_ascii_lowercase())
+}
+
 use std::fmt::Write as _;
 
 /// One rule of a group.
@@ -89,6 +103,7 @@ fn render_rule(out: &mut String, rule: &Rule) {
             out.push_str("        annotations:\n");
             write_folded(out, "summary", rule.summary);
             write_folded(out, "description", rule.description);
+            write_folded(out, "runbook_url", &runbook_url(rule.name));
         }
         RuleKind::Record => {
             let _ = writeln!(out, "      # {}", rule.summary);
@@ -194,6 +209,63 @@ mod tests {
             text.contains("      - alert: A\n        expr: |-\n          up{job=\"x\"} == 0\n")
         );
         assert!(text.contains("          summary: >-\n            s: {{ $labels.job }}\n"));
+        assert!(text.contains(
+            "          runbook_url: >-\n            \
+             https://github.com/wbscope/wbscope/blob/main/docs/runbook.md#a\n"
+        ));
+    }
+
+    fn alerts() -> Vec<Rule> {
+        files()
+            .into_iter()
+            .flat_map(|f| f.groups)
+            .flat_map(|g| g.rules)
+            .filter(|r| matches!(r.kind, RuleKind::Alert { .. }))
+            .collect()
+    }
+
+    #[test]
+    fn every_alert_has_a_runbook_section() {
+        let runbook = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/runbook.md"),
+        )
+        .expect("docs/runbook.md");
+        for alert in alerts() {
+            assert!(!alert.summary.is_empty() && !alert.description.is_empty());
+            assert!(
+                runbook.lines().any(|l| l == format!("## {}", alert.name)),
+                "docs/runbook.md has no '## {}' section",
+                alert.name
+            );
+        }
+    }
+
+    #[test]
+    fn no_rule_aggregates_the_target_labels_away() {
+        for rule in files()
+            .into_iter()
+            .flat_map(|f| f.groups)
+            .flat_map(|g| g.rules)
+        {
+            for by in rule
+                .expr
+                .match_indices(" by (")
+                .map(|(i, _)| &rule.expr[i..])
+            {
+                assert!(
+                    by.starts_with(&format!(" by ({FLEET_LABELS}")),
+                    "{}: `by` without the fleet labels: {}",
+                    rule.name,
+                    rule.expr
+                );
+            }
+            assert!(
+                !rule.expr.contains("by (instance"),
+                "{}: {}",
+                rule.name,
+                rule.expr
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! End to end: the release daemon, scraped every second by a private Prometheus that loads our
 //! rule files, while a workload runs on a loop-device ext4 filesystem; then every panel query,
 //! variable and rule expression of the committed dashboards and rules is evaluated through
-//! Prometheus' HTTP API and must return series. Prints one line per panel with the number of
+//! Prometheus' HTTP API and must return series, and every data link is followed: the
+//! dashboard it opens must return series for the host and device of the series clicked. Prints one line per panel with the number of
 //! series of each query. Needs root, `WBSCOPE_BIN`, fio and prometheus; run with
 //! `cargo xtask test --tier e2e`.
 
@@ -104,6 +105,8 @@ fn every_panel_and_rule_returns_series_under_load() {
     let daemon = Daemon::start();
     let prom = Prometheus::start(daemon.addr, &rule_files());
     let vars = Vars {
+        job: prometheus::JOB.to_owned(),
+        cluster: prometheus::CLUSTER.to_owned(),
         instance: daemon.addr.to_string(),
         device: fs.loop_name().to_owned(),
     };
@@ -131,6 +134,7 @@ fn every_panel_and_rule_returns_series_under_load() {
     };
     let evaluating = Instant::now();
     let mut lines = queries::panels(&prom, &catalog, &dashboards, &vars);
+    lines.extend(queries::links(&prom, &catalog, &dashboards, &vars));
     lines.extend(queries::rules(&prom, &catalog, &groups, &vars));
     print(&lines);
     let failed: Vec<&str> = lines

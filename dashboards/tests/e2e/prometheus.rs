@@ -22,6 +22,11 @@ pub struct Prometheus {
     dir: TempDir,
 }
 
+/// The scrape job's name and the `cluster` label its target gets, as a fleet's would: the
+/// dashboards' `job` and `cluster` variables and the rules' kept labels are checked with them.
+pub const JOB: &str = "wbscope";
+pub const CLUSTER: &str = "e2e";
+
 impl Prometheus {
     /// Starts Prometheus scraping `target` every second and evaluating `rule_files`; returns
     /// once it answers `/-/ready`.
@@ -37,8 +42,8 @@ impl Prometheus {
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n{rules}\
-             scrape_configs:\n  - job_name: wbscope\n    static_configs:\n      \
-             - targets: [\"{target}\"]\n"
+             scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      \
+             - targets: [\"{target}\"]\n        labels:\n          cluster: {CLUSTER}\n"
         );
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus.yml");

@@ -14,15 +14,44 @@ use crate::prometheus::{Prometheus, finite, max};
 pub const WINDOW: &str = "5m";
 
 /// Values of the dashboard variables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Vars {
+    pub job: String,
+    pub cluster: String,
     pub instance: String,
     pub device: String,
 }
 
 impl Vars {
+    /// The value the test gives the variable `name`.
+    fn get(&self, name: &str) -> &str {
+        match name {
+            "job" => &self.job,
+            "cluster" => &self.cluster,
+            "instance" => &self.instance,
+            _ => &self.device,
+        }
+    }
+
+    /// `self` with the variable `name` set to `value`.
+    fn with(&self, name: &str, value: &str) -> Vars {
+        let mut v = self.clone();
+        match name {
+            "job" => v.job = value.to_owned(),
+            "cluster" => v.cluster = value.to_owned(),
+            "instance" => v.instance = value.to_owned(),
+            _ => v.device = value.to_owned(),
+        }
+        v
+    }
+
     /// `expr` as Grafana would send it with these variables.
     pub fn substitute(&self, expr: &str) -> String {
         expr.replace("$__rate_interval", WINDOW)
+            .replace("${job}", &self.job)
+            .replace("$job", &self.job)
+            .replace("${cluster}", &self.cluster)
+            .replace("$cluster", &self.cluster)
             .replace("$__range", WINDOW)
             .replace("$__interval", "15s")
             .replace("${instance}", &self.instance)
@@ -133,13 +162,9 @@ fn variable(
 ) -> Line {
     let place = format!("{} / variable ${name}", short(file));
     let mut line = check(prom, catalog, place, selector, vars);
-    let want = if name == "instance" {
-        &vars.instance
-    } else {
-        &vars.device
-    };
+    let want = vars.get(name);
     let series = prom.query(&vars.substitute(selector)).unwrap_or_default();
-    if !series.iter().any(|s| s["metric"][name] == want.as_str()) {
+    if !series.iter().any(|s| s["metric"][name] == want) {
         line.outcome += &format!(", none with {name}={want}");
         line.failed = true;
     }
@@ -148,6 +173,113 @@ fn variable(
 
 /// Every rule's expression (allow-listed alerts without their threshold), and every recorded
 /// series, which proves Prometheus evaluated the rule.
+/// Every data link of every panel, followed as a user would: the link's source query gives
+/// a series (the test device's where there is one), the link's `var-<name>` parameters take
+/// that series' labels, and every panel query of the dashboard it opens must return series for
+/// those values. Each distinct target is evaluated once.
+pub fn links(
+    prom: &Prometheus,
+    catalog: &Catalog,
+    dashboards: &[(String, DashboardInfo)],
+    vars: &Vars,
+) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let mut evaluated: std::collections::HashMap<(String, Vars), (String, bool)> =
+        Default::default();
+    for (file, d) in dashboards {
+        for p in &d.panels {
+            for link in &p.links {
+                let place = format!("{} / {} → link", short(file), p.title);
+                let Some((target_file, target)) =
+                    dashboards.iter().find(|(_, t)| t.uid == link.uid)
+                else {
+                    lines.push(Line {
+                        place,
+                        outcome: format!("opens {}, which is not a dashboard of ours", link.uid),
+                        failed: true,
+                    });
+                    continue;
+                };
+                let mut link_vars = vars.clone();
+                if !link.from_labels.is_empty() {
+                    let source = p.targets.first().map(|t| vars.substitute(&t.expr));
+                    let series = source
+                        .and_then(|expr| prom.query(&expr).ok())
+                        .unwrap_or_default();
+                    let clicked = series
+                        .iter()
+                        .find(|s| s["metric"]["device"] == vars.device.as_str())
+                        .or_else(|| series.first());
+                    let Some(clicked) = clicked else {
+                        lines.push(Line {
+                            place,
+                            outcome: "the source query has no series to click".into(),
+                            failed: true,
+                        });
+                        continue;
+                    };
+                    for (var, label) in &link.from_labels {
+                        let value = clicked["metric"][label].as_str().unwrap_or_default();
+                        link_vars = link_vars.with(var, value);
+                    }
+                }
+                let key = (target.uid.clone(), link_vars.clone());
+                let (outcome, failed) = evaluated
+                    .entry(key)
+                    .or_insert_with(|| follow(prom, catalog, target, &link_vars))
+                    .clone();
+                lines.push(Line {
+                    place,
+                    outcome: format!(
+                        "{} instance={} device={}: {outcome}",
+                        short(target_file),
+                        link_vars.instance,
+                        link_vars.device
+                    ),
+                    failed,
+                });
+            }
+        }
+    }
+    lines
+}
+
+/// Every panel query of `target` with `vars`: how many return series, and which do not.
+fn follow(
+    prom: &Prometheus,
+    catalog: &Catalog,
+    target: &DashboardInfo,
+    vars: &Vars,
+) -> (String, bool) {
+    let mut total = 0;
+    let mut empty = Vec::new();
+    let mut skipped = 0;
+    for p in &target.panels {
+        for t in &p.targets {
+            let line = check(prom, catalog, String::new(), &t.expr, vars);
+            if line.outcome.starts_with("skipped:") {
+                skipped += 1;
+                continue;
+            }
+            total += 1;
+            if line.failed {
+                empty.push(format!("{} {}", p.title, t.ref_id));
+            }
+        }
+    }
+    let mut text = format!(
+        "{} of {total} panel queries return series",
+        total - empty.len()
+    );
+    if skipped > 0 {
+        text += &format!(" ({skipped} pending skipped)");
+    }
+    if !empty.is_empty() {
+        text += &format!("; without: {}", empty.join(", "));
+    }
+    (text, !empty.is_empty())
+}
+
 pub fn rules(prom: &Prometheus, catalog: &Catalog, groups: &[Value], vars: &Vars) -> Vec<Line> {
     let mut lines = Vec::new();
     for rule in groups

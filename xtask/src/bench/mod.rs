@@ -79,7 +79,7 @@ impl Ctx {
 
 /// Runs the benchmark and writes the report; fails if a phase failed or a row is missing.
 pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
-    setup::ensure(pins, args.no_setup)?;
+    setup::ensure(pins, crate::apt::Purpose::Test, args.no_setup)?;
     if !host::is_root() {
         bail!("the benchmark loads eBPF programs and makes loop devices: run it as root");
     }

@@ -101,7 +101,7 @@ pub struct VmtestArgs {
 /// Builds, boots every selected kernel, prints each one's results and the table; fails if any
 /// kernel's check or tests failed.
 pub fn run(pins: &Pins, args: &VmtestArgs) -> Result<()> {
-    setup::ensure(pins, args.no_setup)?;
+    setup::ensure(pins, crate::apt::Purpose::Test, args.no_setup)?;
     if !host::is_root() {
         bail!("vmtest runs virtiofsd over the host's root and needs root");
     }
@@ -297,7 +297,7 @@ fn host_result(pins: &Pins) -> Result<(KernelResult, String)> {
 /// Builds the release `--test kernel` binary and returns its path, read from cargo's JSON
 /// messages (`"executable":"..."` on the artifact line of the `kernel` target).
 fn build_kernel_tests(pins: &Pins) -> Result<PathBuf> {
-    let out = Cmd::workspace_cargo(&pins.root, None)
+    let out = Cmd::workspace_cargo(&pins.root, &pins.toolchain)
         .args(["test", "--release", "-p", "wbscope", "--test", "kernel"])
         .args(["--no-run", "--message-format=json-render-diagnostics"])
         .capture()?;

@@ -16,6 +16,7 @@ use prometheus::{
 };
 
 use crate::{
+    config::Detail,
     kernel::devices,
     metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
 };
@@ -31,7 +32,7 @@ const LATENCY: &str = "wbscope_block_request_latency_seconds";
 const QUEUE: &str = "wbscope_block_queue_latency_seconds";
 const ERRORS: &str = "wbscope_block_request_errors_total";
 
-/// Names and help texts (METRICS.md is the contract).
+/// Names and help texts (documented in docs/metrics.md, generated from them).
 const FAMILIES: &[(&str, &str)] = &[
     (
         REQUESTS,
@@ -148,6 +149,7 @@ impl Collector for BlockCollector {
             &self.read(),
             &self.op_labels,
             &devices::label_for_kernel_dev,
+            crate::metrics::detail::get(),
         )
     }
 }
@@ -160,12 +162,16 @@ fn sync_label(sync: u16) -> &'static str {
     if sync != 0 { "true" } else { "false" }
 }
 
-/// Builds the metric families from a snapshot; `device` names a kernel dev_t.
+/// Builds the metric families from a snapshot; `device` names a kernel dev_t. With
+/// `Detail::Basic` the flag counters are summed over ops (no `op` label): the dashboards read
+/// them by device, flag and level only, and per op they are a fifth of a device's series.
 pub fn build(
     snap: &Snapshot,
     op_labels: &BTreeMap<u32, &'static str>,
     device: &dyn Fn(u32) -> String,
+    detail: Detail,
 ) -> Vec<MetricFamily> {
+    let flag_op = |o: &'static str| if detail == Detail::Full { o } else { "" };
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
     let mut dev = |d: u32| names.entry(d).or_insert_with(|| device(d)).clone();
     let op = |raw: u16| op_labels.get(&u32::from(raw)).copied().unwrap_or("other");
@@ -211,12 +217,20 @@ pub fn build(
     }
     let mut flags = MetricBuilder::counter(FLAGS_TOTAL, FAMILIES);
     let mut errors = MetricBuilder::counter(ERRORS, FAMILIES);
+    let mut request_flags: BTreeMap<DevOp, [u64; FLAGS.len()]> = BTreeMap::new();
     for ((d, o), c) in &rq_flags {
-        add_flags(&mut flags, d, o, "request", &c.flags);
+        sum_flags(&mut request_flags, (d.clone(), flag_op(o)), &c.flags);
         errors.add_counter(&[("device", d.as_str()), ("op", *o)], c.errors as f64);
     }
+    let mut bio_flag_sums: BTreeMap<DevOp, [u64; FLAGS.len()]> = BTreeMap::new();
     for ((d, o), c) in &bio_flags {
-        add_flags(&mut flags, d, o, "bio", &c.flags);
+        sum_flags(&mut bio_flag_sums, (d.clone(), flag_op(o)), &c.flags);
+    }
+    for ((d, o), counts) in &request_flags {
+        add_flags(&mut flags, d, o, "request", counts);
+    }
+    for ((d, o), counts) in &bio_flag_sums {
+        add_flags(&mut flags, d, o, "bio", counts);
     }
     let mut latency_family = MetricBuilder::histogram(LATENCY, FAMILIES);
     for ((d, o, s), h) in &latency {
@@ -232,6 +246,19 @@ pub fn build(
         .collect()
 }
 
+/// Adds `counts` to the flag sums of `key`.
+fn sum_flags(
+    sums: &mut BTreeMap<DevOp, [u64; FLAGS.len()]>,
+    key: DevOp,
+    counts: &[u64; FLAGS.len()],
+) {
+    let sum = sums.entry(key).or_insert([0; FLAGS.len()]);
+    for (s, c) in sum.iter_mut().zip(counts) {
+        *s += c;
+    }
+}
+
+/// One counter per flag; no `op` label when `op` is empty (summed over ops).
 fn add_flags(
     family: &mut MetricBuilder,
     device: &str,
@@ -240,15 +267,17 @@ fn add_flags(
     counts: &[u64; FLAGS.len()],
 ) {
     for ((flag, _), n) in FLAGS.iter().zip(counts) {
-        family.add_counter(
-            &[
-                ("device", device),
-                ("op", op),
-                ("flag", flag),
-                ("level", level),
-            ],
-            *n as f64,
-        );
+        let labels = [
+            ("device", device),
+            ("op", op),
+            ("flag", flag),
+            ("level", level),
+        ];
+        let labels: Vec<(&str, &str)> = labels
+            .into_iter()
+            .filter(|(name, value)| *name != "op" || !value.is_empty())
+            .collect();
+        family.add_counter(&labels, *n as f64);
     }
 }
 

@@ -8,7 +8,10 @@ use probe_common::block::{
     BlockLayout, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
 };
 
-use crate::kernel::{btf::Btf, layout::member_offset};
+use crate::kernel::{
+    btf::Btf,
+    layout::{member_offset, request_op_enum},
+};
 
 /// What was resolved, with the reason for each part that was not.
 pub struct Resolved {
@@ -21,7 +24,7 @@ pub struct Resolved {
     pub op_labels: BTreeMap<u32, &'static str>,
 }
 
-/// The `op` label values and the `enum req_op` enumerators they stand for (METRICS.md).
+/// The `op` label values and the `enum req_op` enumerators they stand for (docs/metrics.md).
 const OPS: [(&str, &str); 5] = [
     ("read", "REQ_OP_READ"),
     ("write", "REQ_OP_WRITE"),
@@ -65,12 +68,7 @@ fn resolve_common(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
         ));
     }
     l.op_mask = (1u32 << op_bits) - 1;
-    // `enum req_op` since 6.0, `enum req_opf` before.
-    let ops = if btf.enum_variants("req_op").is_ok() {
-        "req_op"
-    } else {
-        "req_opf"
-    };
+    let ops = request_op_enum(btf);
     l.op_read = enum_u32(btf, ops, "REQ_OP_READ")?;
     l.op_write = enum_u32(btf, ops, "REQ_OP_WRITE")?;
     // Passthrough ops; an impossible value where the kernel has none.
@@ -158,11 +156,7 @@ fn arg_index(btf: &Btf, event: &str, struct_name: &str) -> Result<u32, String> {
 
 /// `op` labels by raw value, from the kernel's `enum req_op` (or `req_opf`).
 fn op_labels(btf: &Btf) -> BTreeMap<u32, &'static str> {
-    let ops = if btf.enum_variants("req_op").is_ok() {
-        "req_op"
-    } else {
-        "req_opf"
-    };
+    let ops = request_op_enum(btf);
     OPS.iter()
         .filter_map(|(label, variant)| Some((enum_u32(btf, ops, variant).ok()?, *label)))
         .collect()
@@ -172,7 +166,7 @@ fn op_labels(btf: &Btf) -> BTreeMap<u32, &'static str> {
 mod tests {
     use super::*;
 
-    /// On this kernel everything resolves, with the values kernel-hooks.md lists for 6.18.
+    /// On this kernel everything resolves, with the values 6.18 has.
     #[test]
     fn resolves_on_the_running_kernel() {
         let Ok(btf) = Btf::from_file(std::path::Path::new(crate::kernel::VMLINUX_BTF)) else {

@@ -47,10 +47,13 @@ const BDI_METRICS: &[(&str, &str)] = &[
     ),
 ];
 
-const PSI_METRIC: &str = "wbscope_pressure_io_stalled_seconds_total";
+/// node_exporter's names: `waiting` for PSI's "some" line (at least one task waited on I/O),
+/// `stalled` for "full" (every non-idle task did).
+const PSI_SOME: &str = "wbscope_pressure_io_waiting_seconds_total";
+const PSI_FULL: &str = "wbscope_pressure_io_stalled_seconds_total";
 const MEMORY_TOTAL: &str = "wbscope_memory_total_bytes";
 
-/// Names and help texts (METRICS.md is the contract).
+/// Names and help texts (documented in docs/metrics.md, generated from them).
 const FAMILIES: &[(&str, &str)] = &[
     ("wbscope_dirty_bytes", "System dirty page cache (nr_dirty)."),
     (
@@ -91,8 +94,12 @@ const FAMILIES: &[(&str, &str)] = &[
         "The kernel's estimate of a backing device's write bandwidth (debugfs BdiWriteBandwidth).",
     ),
     (
+        "wbscope_pressure_io_waiting_seconds_total",
+        "Time at least one non-idle task was waiting on I/O (/proc/pressure/io, some total).",
+    ),
+    (
         "wbscope_pressure_io_stalled_seconds_total",
-        "Time some (or all, kind=full) non-idle tasks were stalled on I/O (/proc/pressure/io total).",
+        "Time all non-idle tasks were stalled on I/O at once (/proc/pressure/io, full total).",
     ),
 ];
 
@@ -140,7 +147,7 @@ impl Family for DirtyMemory {
         } else {
             format!(
                 "I/O pressure unavailable: no readable {PSI_IO} (kernel without CONFIG_PSI, or \
-                 booted with psi=0); {PSI_METRIC} is not exported"
+                 booted with psi=0); {PSI_SOME} and {PSI_FULL} are not exported"
             )
         };
         vec![bdi, psi]
@@ -238,13 +245,13 @@ impl DirtyCollector {
             return;
         };
         let (some, full) = parse::psi_totals(&text);
-        let mut f = MetricBuilder::counter(PSI_METRIC, FAMILIES);
-        for (kind, total_us) in [("some", some), ("full", full)] {
+        for (metric, total_us) in [(PSI_SOME, some), (PSI_FULL, full)] {
             if let Some(us) = total_us {
-                f.add_counter(&[("kind", kind)], us as f64 / 1e6);
+                let mut f = MetricBuilder::counter(metric, FAMILIES);
+                f.add_counter(&[], us as f64 / 1e6);
+                out.extend(f.finish());
             }
         }
-        out.extend(f.finish());
     }
 }
 

@@ -33,12 +33,13 @@ pub const FAMILIES: &[(&str, &str); 7] = &[
     ),
     (
         "wbscope_nfs_write_bytes_total",
-        "Bytes those WRITE RPCs carried (the request's count), same labels.",
+        "Bytes the NFS WRITE RPCs carried (each request's count), by mount, requested stability and \
+         the sync mode of the writepages pass that issued them.",
     ),
     (
         "wbscope_nfs_write_errors_total",
-        "WRITE RPCs that completed with an error (nfs:nfs_writeback_done with a negative \
-         status), same labels.",
+        "NFS WRITE RPCs that completed with an error (nfs:nfs_writeback_done with a negative \
+         status), by mount, requested stability and sync mode.",
     ),
     (
         "wbscope_nfs_write_duration_seconds",
@@ -53,7 +54,8 @@ pub const FAMILIES: &[(&str, &str); 7] = &[
     ),
     (
         "wbscope_nfs_commit_errors_total",
-        "COMMIT RPCs that completed with an error (nfs:nfs_commit_done with a negative status).",
+        "NFS COMMIT RPCs that completed with an error (nfs:nfs_commit_done with a negative status), \
+         by mount.",
     ),
     (
         "wbscope_nfs_commit_duration_seconds",

@@ -69,7 +69,12 @@ fn sums_sync_away_and_folds_unknown_ops_into_other() {
         rq_latency: vec![(key(1, 1), lat), (key(1, 1), lat)],
         queue_latency: vec![(key(1, 0), lat)],
     };
-    let families = build(&snap, &labels(), &|d| format!("loop{}", d & 0xfffff));
+    let families = build(
+        &snap,
+        &labels(),
+        &|d| format!("loop{}", d & 0xfffff),
+        Detail::Full,
+    );
     let w = [("device", "loop3"), ("op", "write")];
     let sync = |s| [w[0], w[1], ("sync", s)];
     assert_eq!(value(&families, REQUESTS, &sync("true")), Some(2.0));
@@ -107,7 +112,12 @@ fn sums_sync_away_and_folds_unknown_ops_into_other() {
 
 #[test]
 fn empty_maps_give_no_families() {
-    let families = build(&Snapshot::default(), &labels(), &|d| d.to_string());
+    let families = build(
+        &Snapshot::default(),
+        &labels(),
+        &|d| d.to_string(),
+        Detail::Full,
+    );
     assert!(families.is_empty());
 }
 
@@ -139,4 +149,34 @@ fn split_exports_only_parts_that_hold_something() {
     assert_eq!(keys(&snap.queue_latency), [key(1, 0)]);
     assert_eq!(snap.queue_latency[0].1.count(), 2);
     assert!(snap.bio_counts.is_empty());
+}
+
+#[test]
+fn basic_detail_sums_flags_over_ops_and_keeps_op_elsewhere() {
+    let snap = Snapshot {
+        rq_counts: vec![
+            (key(1, 1), counts(2, 8192, 0, &[0])),
+            (key(0, 1), counts(3, 4096, 1, &[0])),
+        ],
+        ..Snapshot::default()
+    };
+    let families = build(&snap, &labels(), &|_| "loop3".into(), Detail::Basic);
+    let flags = families
+        .iter()
+        .find(|f| f.name() == FLAGS_TOTAL)
+        .expect("flags family");
+    assert!(
+        flags
+            .get_metric()
+            .iter()
+            .all(|m| m.get_label().iter().all(|l| l.name() != "op")),
+        "op label kept on flags"
+    );
+    // sync (flag 0) of the write's 2 and the read's 3 requests.
+    let want = [("device", "loop3"), ("flag", "sync"), ("level", "request")];
+    assert_eq!(value(&families, FLAGS_TOTAL, &want), Some(5.0));
+    // Requests and errors keep their op.
+    let read = [("device", "loop3"), ("op", "read")];
+    assert_eq!(value(&families, ERRORS, &read), Some(1.0));
+    assert_eq!(value(&families, REQUESTS, &read), Some(3.0));
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask package`: a Debian package built with dpkg-deb from the same files `install`
+//! The Debian package, built with dpkg-deb from the same files `install`
 //! puts in place: /usr/bin/wbscope, /lib/systemd/system/wbscope.service (not enabled) and
 //! /etc/wbscope/config.toml as a conffile (kept on `dpkg -r`, removed on `dpkg -P`).
 //!
@@ -14,18 +14,9 @@ use crate::install::{self, CONFIG_PATH, Layout};
 use crate::pins::Pins;
 use crate::{run, setup};
 
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+use super::PackageArgs;
 
-/// Arguments of `cargo xtask package`.
-#[derive(clap::Args, Debug)]
-pub struct PackageArgs {
-    /// Package target/release/wbscope as it is, without building.
-    #[arg(long)]
-    pub no_build: bool,
-    /// Do not check for (or install) missing build tools first.
-    #[arg(long)]
-    pub no_setup: bool,
-}
+use super::VERSION;
 
 /// Runs only `postinst` / `postrm` work that is safe on any host: tell a running systemd about
 /// the new or removed unit. Nothing is enabled or started.
@@ -35,7 +26,7 @@ const RELOAD_SYSTEMD: &str = "#!/bin/sh\nset -e\n\
 /// Builds the package and returns its path (target/debian/wbscope_VERSION_ARCH.deb).
 pub fn build(pins: &Pins, args: &PackageArgs) -> Result<PathBuf> {
     if !args.no_build {
-        setup::ensure(pins, args.no_setup)?;
+        setup::ensure(pins, crate::apt::Purpose::Package, args.no_setup)?;
         run::build_release(pins)?;
     }
     let out_dir = pins.root.join("target/debian");
@@ -52,7 +43,9 @@ pub fn build(pins: &Pins, args: &PackageArgs) -> Result<PathBuf> {
     )?;
 
     let arch = command_output(Cmd::new("dpkg").arg("--print-architecture"))?;
-    let depends = shlib_depends(&layout.binary, &stage)?;
+    // procps: the unit's ExecReload is /bin/kill, which on Debian only procps ships (minimal
+    // installs and containers may lack it, and `systemctl reload` then fails).
+    let depends = format!("{}, procps", shlib_depends(&layout.binary, &stage)?);
     let control = control_file(&arch, &depends, installed_size_kib(&stage)?);
     let debian = stage.join("DEBIAN");
     write(&debian.join("control"), &control, 0o644)?;
@@ -71,17 +64,6 @@ pub fn build(pins: &Pins, args: &PackageArgs) -> Result<PathBuf> {
         .arg(&deb)
         .run()?;
     Ok(deb)
-}
-
-/// `cargo xtask package`.
-pub fn run(pins: &Pins, args: &PackageArgs) -> Result<()> {
-    let deb = build(pins, args)?;
-    println!(
-        "\n{}\ninstall with: dpkg -i {} && systemctl enable --now wbscope",
-        deb.display(),
-        deb.display()
-    );
-    Ok(())
 }
 
 /// The `DEBIAN/control` text.
@@ -145,7 +127,7 @@ fn installed_size_kib(dir: &Path) -> Result<u64> {
 }
 
 /// Runs `cmd` quietly and returns its trimmed stdout, failing with its stderr.
-fn command_output(cmd: Cmd) -> Result<String> {
+pub(super) fn command_output(cmd: Cmd) -> Result<String> {
     let shown = cmd.to_string();
     let out = cmd.probe()?;
     if !out.status.success() {
@@ -157,7 +139,7 @@ fn command_output(cmd: Cmd) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn write(path: &Path, text: &str, mode: u32) -> Result<()> {
+pub(super) fn write(path: &Path, text: &str, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -167,7 +149,7 @@ fn write(path: &Path, text: &str, mode: u32) -> Result<()> {
     Ok(())
 }
 
-const COPYRIGHT: &str = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
+pub(super) const COPYRIGHT: &str = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
     Upstream-Name: wbscope\n\
     Source: https://github.com/wbscope/wbscope\n\n\
     Files: *\n\
