@@ -1,7 +1,7 @@
 //! The "Writeback overview" dashboard: every host and device at once.
 
 use crate::model::{Dashboard, Row, Selection};
-use crate::panels::{block, flusher, memory, syncs, waits};
+use crate::panels::{block, flusher, memory, nfs, syncs, waits};
 use crate::scope::Scope;
 
 /// Builds the overview dashboard.
@@ -49,6 +49,7 @@ pub fn dashboard() -> Dashboard {
                 ],
             ),
             block::row(s),
+            nfs::row(s),
             Row::new(
                 "Throttling and writeback waits",
                 vec![

@@ -2,7 +2,7 @@
 //! call on it wait, and the daemon's own health.
 
 use crate::model::{Dashboard, Row, Selection};
-use crate::panels::{block, flusher, health, memory, syncs, waits};
+use crate::panels::{block, flusher, health, memory, nfs, syncs, waits};
 use crate::scope::Scope;
 
 /// The dashboard's uid, which the overview's data links name.
@@ -63,6 +63,7 @@ pub fn dashboard() -> Dashboard {
                 ],
             ),
             block::row(s),
+            nfs::row(s),
             Row::new(
                 "Journal and filesystems",
                 vec![

@@ -24,6 +24,7 @@ mod hist;
 mod io_uring_sync;
 mod journal;
 mod msync_dev;
+mod nfs;
 mod prev_state;
 mod stall_events;
 mod submissions;

@@ -12,6 +12,7 @@ pub mod dirty_memory;
 pub mod dirty_throttle;
 pub mod filesystems;
 pub mod journal;
+pub mod nfs;
 pub mod submissions;
 pub mod sync_calls;
 pub mod writeback;
@@ -76,6 +77,7 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(filesystems::Filesystems),
         Box::new(submissions::Submissions::default()),
         Box::new(block::Block::default()),
+        Box::new(nfs::Nfs::default()),
         Box::new(dirty_memory::DirtyMemory::default()),
         Box::new(dirty_throttle::DirtyThrottle::default()),
         Box::new(writeback_wait::WritebackWait::default()),

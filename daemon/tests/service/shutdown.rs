@@ -37,7 +37,10 @@ fn sigterm_under_fio_exits_0_within_2s_and_detaches_everything() {
     })
     .expect("/metrics answers");
     let ids = program_ids(daemon.pid());
-    assert!(ids.len() >= probes.len(), "{ids:?} loaded for {probes:?}");
+    // Probes on a module this kernel lacks (no NFS) are skipped by design, and load nothing.
+    let attachable = probes.len()
+        - testkit::module_probes::count_skipped_by_absent_module(probes.iter().map(String::as_str));
+    assert!(ids.len() >= attachable, "{ids:?} loaded for {probes:?}");
 
     let file = fs.mountpoint().join("fio.dat");
     let fio = Fio(Command::new("fio")

@@ -7,5 +7,6 @@ pub mod block;
 pub mod flusher;
 pub mod health;
 pub mod memory;
+pub mod nfs;
 pub mod syncs;
 pub mod waits;

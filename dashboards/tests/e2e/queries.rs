@@ -201,6 +201,22 @@ pub fn links(
                     continue;
                 };
                 let mut link_vars = vars.clone();
+                // A source query on a pending metric (or one of a module this kernel lacks)
+                // has nothing to click here: skipped with its reason, like the query itself.
+                let source_pending = p
+                    .targets
+                    .first()
+                    .and_then(|t| catalog.pending_in(&t.expr).first().copied());
+                if let Some(pending) = source_pending
+                    && !link.from_labels.is_empty()
+                {
+                    lines.push(Line {
+                        place,
+                        outcome: format!("skipped: reads {} ({})", pending.name, pending.reason),
+                        failed: false,
+                    });
+                    continue;
+                }
                 if !link.from_labels.is_empty() {
                     let source = p.targets.first().map(|t| vars.substitute(&t.expr));
                     let series = source

@@ -24,6 +24,8 @@ pub struct Plan<'a> {
     pub tests: &'a [String],
     /// Seconds one test may run before the guest dumps what is stuck and kills it.
     pub test_timeout: u64,
+    /// The unpacked NFS server helpers (`nfs_helpers`), for the NFS tests.
+    pub nfs_helpers: &'a Path,
 }
 
 /// The kernel tests' switch that accepts probes this kernel skips (they are reported in the
@@ -31,8 +33,12 @@ pub struct Plan<'a> {
 const ALLOW_SKIPPED: &str = "WBSCOPE_TEST_ALLOW_SKIPPED";
 
 /// Modules the tests need beyond the root: loop devices, xfs, the I/O schedulers the block
-/// tests switch to. Built-in ones make modprobe succeed without loading anything.
-const TEST_MODULES: &[&str] = &["loop", "xfs", "mq-deadline", "bfq"];
+/// tests switch to, the NFS server and NFSv4 client (loaded before `wbscope check`, so the NFS
+/// probes' tracepoints exist). Built-in ones make modprobe succeed without loading anything.
+const TEST_MODULES: &[&str] = &["loop", "xfs", "mq-deadline", "bfq", "nfsd", "nfsv4"];
+
+/// The NFS tests' variable naming the helpers' root (daemon/tests/kernel/nfs/loopback.rs).
+const NFS_HELPERS_ENV: &str = "WBSCOPE_NFS_HELPERS";
 
 /// Seconds `wbscope check` may take (it loads and attaches every probe: about 10 s under TCG).
 const CHECK_TIMEOUT: u64 = 180;
@@ -100,7 +106,8 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
     let _ = writeln!(s, "cd {} || exit 1", q(plan.crate_dir));
     let _ = writeln!(
         s,
-        "export RUST_BACKTRACE=1 NO_COLOR=1 {ALLOW_SKIPPED}=1 BIN={} LIMIT={}",
+        "export RUST_BACKTRACE=1 NO_COLOR=1 {ALLOW_SKIPPED}=1 {NFS_HELPERS_ENV}={} BIN={} LIMIT={}",
+        q(plan.nfs_helpers),
         q(plan.kernel_tests),
         plan.test_timeout
     );

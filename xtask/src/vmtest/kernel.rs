@@ -267,7 +267,7 @@ fn version_key(name: &str) -> Vec<(u64, String)> {
 }
 
 /// `PACKAGE_*.deb` in `dir`, if already fetched.
-fn find_deb(dir: &Path, package: &str) -> Result<Option<PathBuf>> {
+pub(super) fn find_deb(dir: &Path, package: &str) -> Result<Option<PathBuf>> {
     let prefix = format!("{package}_");
     for entry in fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
         let path = entry?.path();

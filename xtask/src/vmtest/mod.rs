@@ -7,6 +7,7 @@ mod boot;
 mod guest;
 mod initramfs;
 mod kernel;
+mod nfs_helpers;
 mod outcome;
 mod report;
 
@@ -55,13 +56,16 @@ impl KernelChoice {
 }
 
 /// The kernel tests run in each guest: fsync counts, sync work by mode and reason, block
-/// requests by op and sync flag, dirty throttling, and every sync call (io_uring included) once.
+/// requests by op and sync flag, dirty throttling, every sync call (io_uring included) once,
+/// and NFS WRITE stability and COMMITs on a loopback NFSv4.2 mount.
 pub const DEFAULT_TESTS: &[&str] = &[
     "sync_calls::fsync_on_throttled_ext4_is_counted_exactly",
     "writeback::sync_runs_sync_all_work_and_writes_back_the_dirty_data",
     "block::direct_writes_are_sync_idle_write_requests",
     "dirty_throttle::throttled_writer_pauses_match_an_independent_trace",
     "sync_all_calls::every_sync_call_is_counted_on_ext4",
+    "nfs::sequential_writes_and_fsync_are_unstable_writes_and_a_commit",
+    "nfs::random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose",
 ];
 
 /// Boots of one kernel that died before our init ran, before giving up.
@@ -172,6 +176,7 @@ fn boot_one(
 ) -> Result<KernelResult> {
     let start = Instant::now();
     let kernel = kernel::prepare(series, cache)?;
+    let nfs_helpers = nfs_helpers::prepare(cache)?;
     let work = cache.join("run").join(series.name);
     fs::create_dir_all(&work).with_context(|| format!("mkdir {}", work.display()))?;
     let initrd = work.join("initramfs.cpio.gz");
@@ -187,6 +192,7 @@ fn boot_one(
             crate_dir: &pins.root.join("daemon"),
             tests,
             test_timeout: args.test_timeout,
+            nfs_helpers: &nfs_helpers,
         },
         &script,
     )?;
