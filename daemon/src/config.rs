@@ -125,9 +125,11 @@ impl Default for Config {
 impl Config {
     /// Reads and validates a TOML configuration file.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
+        let text = crate::files::read_text(path, crate::files::CONFIG_LIMIT).map_err(|e| {
+            ConfigError::Read {
+                path: path.display().to_string(),
+                source: e.into(),
+            }
         })?;
         Config::from_toml(&text).map_err(|err| match err {
             ConfigError::Parse { message, .. } => ConfigError::Parse {

@@ -43,8 +43,8 @@ fn provider() -> Arc<CryptoProvider> {
 
 fn certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let fail = |e: &dyn std::fmt::Display| (key, format!("{}: {e}", path.display()));
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| fail(&e))?
+    let pem = read_pem(key, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(&e))?;
     if certs.is_empty() {
@@ -53,12 +53,18 @@ fn certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>,
     Ok(certs)
 }
 
+/// The bytes of a PEM file, read with [`crate::files::PEM_LIMIT`].
+fn read_pem(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    crate::files::read_bounded(path, crate::files::PEM_LIMIT).map_err(|e| (key, e.to_string()))
+}
+
 impl Tls {
     /// Reads the PEM files and builds the server config (HTTP/1.1 over TLS 1.2 and 1.3, or
     /// 1.3 only).
     pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
         let chain = certs("tls_server_config.cert_file", &files.cert_file)?;
-        let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| {
+        let key_pem = read_pem("tls_server_config.key_file", &files.key_file)?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
             (
                 "tls_server_config.key_file",
                 format!("{}: {e}", files.key_file.display()),
