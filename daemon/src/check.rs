@@ -34,6 +34,7 @@ pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
         stalls: crate::stalls::StallShared::default(),
+        scrape_errors: crate::metrics::ScrapeErrors::default(),
     };
     let mut collectors: Vec<Box<dyn Collector>> = families
         .iter()

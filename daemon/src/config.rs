@@ -85,6 +85,8 @@ struct RawConfig {
     stalls: Option<crate::stalls::config::RawStalls>,
     /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
     web_config_file: Option<String>,
+    /// HTTP connection limits: timeouts and the connection cap.
+    http: Option<crate::web::limits::RawHttp>,
 }
 
 /// The `[probes]` table.
@@ -107,6 +109,8 @@ pub struct Config {
     pub stalls: crate::stalls::StallsConfig,
     /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
     pub web_config_file: Option<PathBuf>,
+    /// The `[http]` table.
+    pub http: crate::web::limits::HttpLimits,
 }
 
 impl Default for Config {
@@ -118,6 +122,7 @@ impl Default for Config {
             disabled_probes: Vec::new(),
             stalls: crate::stalls::StallsConfig::default(),
             web_config_file: None,
+            http: crate::web::limits::HttpLimits::default(),
         }
     }
 }
@@ -160,6 +165,7 @@ impl Config {
                 .web_config_file
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from),
+            http: raw.http.unwrap_or_default().validate()?,
         })
     }
 }

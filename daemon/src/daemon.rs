@@ -134,6 +134,7 @@ impl Daemon {
             page_size: kernel::page_size(),
             map_errors: MapErrors::default(),
             stalls: crate::stalls::StallShared::default(),
+            scrape_errors: crate::metrics::ScrapeErrors::default(),
         };
         for family in &families {
             // A disabled family exports nothing, also when it has no probes (/proc readers).
@@ -159,16 +160,21 @@ impl Daemon {
             ctx.map_errors.clone(),
             attached_programs(&loaded),
         )))?;
-        registry.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        ))?;
+        registry.register(Box::new(crate::metrics::process::Accounted::for_self(
+            ctx.scrape_errors.clone(),
+        )))?;
 
         let (stop_server, stopped) = oneshot::channel::<()>();
+        let scrape = server::Scrape {
+            registry: Arc::new(registry),
+            errors: ctx.scrape_errors.clone(),
+        };
         let server = tokio::spawn(server::serve_with(
             listener,
-            Arc::new(registry),
+            scrape,
             stalls.router().merge(processes.router()),
             web.clone(),
+            config.http,
             async move {
                 let _ = stopped.await;
             },

@@ -74,6 +74,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         disabled_probes,
         stalls,
         web_config_file,
+        http,
     } = requested;
     let mut refused = Vec::new();
     let mut changed = Vec::new();
@@ -108,6 +109,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: format!("{:?}", running.web_config_file),
             requested: format!("{web_config_file:?}"),
             why: "TLS and authentication are set up once, when the listener starts",
+        });
+    }
+    if http != running.http {
+        refused.push(Refusal {
+            key: "http",
+            running: format!("{:?}", running.http),
+            requested: format!("{http:?}"),
+            why: "the HTTP limits are set once, when the listener starts",
         });
     }
     if log_level != running.log_level {
@@ -158,6 +167,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
                 ..running.stalls.clone()
             },
             web_config_file: running.web_config_file.clone(),
+            http: running.http,
         },
         changed,
         refused,
@@ -215,8 +225,13 @@ mod tests {
             disabled_probes: vec!["journal".into()],
             stalls: Default::default(),
             web_config_file: Some("/etc/wbscope/web.yml".into()),
+            http: crate::web::limits::HttpLimits {
+                max_connections: 3,
+                ..Default::default()
+            },
         };
         let p = plan(&running, requested);
+        assert_eq!(p.config.http, running.http);
         assert_eq!(p.config.listen, running.listen);
         assert!(p.config.ignore_own_io);
         assert!(p.config.disabled_probes.is_empty());
@@ -229,7 +244,8 @@ mod tests {
                 "listen",
                 "ignore_own_io",
                 "probes.disable",
-                "web_config_file"
+                "web_config_file",
+                "http"
             ]
         );
         let line = p.refused[0].to_string();

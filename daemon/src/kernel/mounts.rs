@@ -10,11 +10,17 @@ pub struct Mount {
     pub fstype: String,
 }
 
+/// Where the mount table is read from.
+pub const MOUNTINFO: &str = "/proc/self/mountinfo";
+
 /// Reads the current mount table; empty if it cannot be read.
 pub fn current() -> Vec<Mount> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|text| parse(&text))
-        .unwrap_or_default()
+    read().unwrap_or_default()
+}
+
+/// Reads the current mount table.
+pub fn read() -> std::io::Result<Vec<Mount>> {
+    std::fs::read_to_string(MOUNTINFO).map(|text| parse(&text))
 }
 
 /// Parses mountinfo text (proc(5)): `id parent MAJ:MIN root mountpoint opts [optional…] - fstype

@@ -14,9 +14,12 @@ use aya::{
 use prometheus::core::Desc;
 
 pub mod hist_collector;
+pub mod process;
 pub mod proto;
+pub mod scrape_errors;
 pub mod self_metrics;
 
+pub use scrape_errors::ScrapeErrors;
 pub use self_metrics::{AttachedProgram, SelfCollector};
 
 /// Failed map reads by map name, shared by every collector and exported as
