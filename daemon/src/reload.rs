@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(
             p.summary(),
             "config reloaded: applied log_level; refused listen, ignore_own_io, probes.disable, \
-             web_config_file (restart needed)"
+             web_config_file, http (restart needed)"
         );
     }
 }
