@@ -5,6 +5,7 @@
 //! by accident.
 
 mod common;
+mod hardening;
 mod kubernetes;
 mod notify;
 mod package;

@@ -143,6 +143,7 @@ fn example_config_lists_every_key_with_its_default() {
         disabled_probes: _,
         stalls: _,
         web_config_file: _,
+        http: _,
     } = parsed;
     for key in [
         "listen",
@@ -154,6 +155,10 @@ fn example_config_lists_every_key_with_its_default() {
         "max_events",
         "socket",
         "web_config_file",
+        "header_timeout",
+        "idle_timeout",
+        "request_timeout",
+        "max_connections",
     ] {
         assert!(
             uncommented
