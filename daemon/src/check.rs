@@ -40,6 +40,13 @@ pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
         .iter()
         .flat_map(|f| f.collectors(&mut loaded.ebpf, &ctx))
         .collect();
+    collectors.push(Box::new(
+        crate::metrics::map_overflow::OverflowCollector::take(
+            &mut loaded.ebpf,
+            loaded.map_sizes.clone(),
+            ctx.map_errors.clone(),
+        ),
+    ));
     collectors.push(Box::new(SelfCollector::new(
         String::new(),
         Vec::new(),
@@ -56,6 +63,14 @@ pub fn metric_names(disabled: &[String]) -> Result<Vec<String>, DaemonError> {
                 .collect::<Vec<_>>()
         })
         .collect();
+    // Not from collectors: the scrape-error counts are appended to each answer, and the HTTP
+    // server registers its own counters.
+    names.push(crate::metrics::scrape_errors::METRIC.to_owned());
+    names.extend(
+        crate::web::http_metrics::NAMES
+            .iter()
+            .map(|n| (*n).to_owned()),
+    );
     names.sort();
     names.dedup();
     Ok(names)

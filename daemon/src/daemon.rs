@@ -153,6 +153,13 @@ impl Daemon {
         .await?;
         let processes =
             crate::top::procs::ProcessTable::take(&mut loaded.ebpf, ctx.map_errors.clone());
+        registry.register(Box::new(
+            crate::metrics::map_overflow::OverflowCollector::take(
+                &mut loaded.ebpf,
+                loaded.map_sizes.clone(),
+                ctx.map_errors.clone(),
+            ),
+        ))?;
         let run_time_stats = enable_run_time_stats();
         registry.register(Box::new(SelfCollector::new(
             kernel.release.clone(),

@@ -11,6 +11,7 @@ pub mod dirty;
 pub mod hist;
 pub mod journal;
 pub mod layout;
+pub mod map_overflow;
 pub mod stall;
 pub mod submission;
 pub mod sync_call;

@@ -14,6 +14,7 @@ use aya::{
 use prometheus::core::Desc;
 
 pub mod hist_collector;
+pub mod map_overflow;
 pub mod process;
 pub mod proto;
 pub mod scrape_errors;

@@ -57,6 +57,8 @@ pub struct LoadedProbes {
     pub reports: Vec<ProbeReport>,
     /// The fd → device layout shared by the sync-call probes, or why it is unavailable.
     pub fd_dev: Result<FdDevLayout, String>,
+    /// Maps sized from the host at load: (name, max entries).
+    pub map_sizes: Vec<(&'static str, u32)>,
 }
 
 impl LoadedProbes {
@@ -129,6 +131,7 @@ pub fn load_and_attach(
     for family in families {
         family.set_globals(&mut loader);
     }
+    let map_sizes = super::map_sizes::apply(&mut loader);
     let mut ebpf = loader.load(object)?;
 
     let reports = plans
@@ -150,6 +153,7 @@ pub fn load_and_attach(
         ebpf,
         reports,
         fd_dev,
+        map_sizes,
     })
 }
 

@@ -7,6 +7,15 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 use super::rate_log::RateLog;
 
+/// The names of the families registered here (for `wbscope check --metrics`).
+pub const NAMES: [&str; 5] = [
+    "wbscope_http_connections_open",
+    "wbscope_http_connections_closed_total",
+    "wbscope_http_connections_refused_total",
+    "wbscope_http_accept_errors_total",
+    "wbscope_http_auth_failures_total",
+];
+
 /// Why the server closed a connection itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CloseReason {
