@@ -91,7 +91,17 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
         env!("CARGO_PKG_VERSION"),
         kernel.release
     );
-    let _ = writeln!(text, "tracefs: {}", kernel.tracefs.root().display());
+    match kernel.tracefs.unavailable() {
+        None => {
+            let _ = writeln!(text, "tracefs: {}", kernel.tracefs.root().display());
+        }
+        Some(why) => {
+            let _ = writeln!(
+                text,
+                "tracefs: unavailable, classic tracepoints skipped: {why}"
+            );
+        }
+    }
     let _ = writeln!(
         text,
         "btf: {}",

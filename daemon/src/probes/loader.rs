@@ -160,8 +160,13 @@ pub fn load_and_attach(
 /// Why the hook itself is missing on this kernel, if it is.
 fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
     match spec.hook {
-        Hook::Tracepoint { category, event } => (!kernel.tracefs.event_exists(category, event))
-            .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
+        Hook::Tracepoint { category, event } => match kernel.tracefs.unavailable() {
+            Some(_) => Some(format!(
+                "tracepoint {category}/{event} needs tracefs, which is not available"
+            )),
+            None => (!kernel.tracefs.event_exists(category, event))
+                .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
+        },
         Hook::BtfTracepoint { event, older } => match &kernel.btf {
             Err(why) => Some(format!("tp_btf needs kernel BTF: {why}")),
             Ok(btf) => btf_event(btf, event, older).is_none().then(|| match older {

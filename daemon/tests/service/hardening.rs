@@ -389,3 +389,63 @@ fn dev_zero_and_a_fifo_as_config_or_certificate_fail_fast_naming_the_file() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs root and the release binary: run with cargo xtask test"]
+fn without_tracefs_and_cap_sys_admin_the_btf_tracepoints_still_attach() {
+    let addr = free_addr();
+    let listen = addr.to_string();
+    // A private mount namespace where tmpfs hides every tracefs, and no CAP_SYS_ADMIN to mount
+    // one (CAP_BPF and CAP_PERFMON stay: they are what loading needs).
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs none /sys/kernel/tracing && mount -t tmpfs none /sys/kernel/debug && \
+             exec setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- \"$0\" \"$@\"",
+        )
+        .arg(crate::common::binary())
+        .args(["run", "--listen", &listen]);
+    let mut daemon = Wbscope::spawn_command(command);
+    let text = wait_until(Duration::from_secs(30), Duration::from_millis(50), || {
+        scrape(addr).ok()
+    })
+    .unwrap_or_else(|| panic!("/metrics answers without tracefs; log:\n{}", daemon.log()));
+    let s = Scrape::parse(&text).expect("parse");
+    let attached = |probe: &str| s.sum("wbscope_probe_attached", &[("probe", probe)]);
+    for btf in [
+        "block_rq_issue",
+        "block_rq_complete",
+        "jbd2_start_commit",
+        "io_uring_complete",
+    ] {
+        assert_eq!(attached(btf), 1.0, "tp_btf {btf}; log:\n{}", daemon.log());
+    }
+    for classic in ["sys_enter_fsync", "writeback_start", "balance_dirty_pages"] {
+        assert_eq!(
+            attached(classic),
+            0.0,
+            "tracepoint {classic} without tracefs"
+        );
+    }
+    let up = s
+        .samples("wbscope_probe_attached")
+        .into_iter()
+        .filter(|(_, v)| *v == 1.0)
+        .count();
+    eprintln!("without tracefs and CAP_SYS_ADMIN: {up} probes attached");
+    let log = daemon.log();
+    for line in log
+        .lines()
+        .filter(|l| l.contains("tp_btf") || l.contains("failed"))
+    {
+        eprintln!("  {line}");
+    }
+    assert!(
+        log.contains("needs tracefs, which is not available"),
+        "log:\n{log}"
+    );
+    daemon.signal(libc::SIGTERM);
+    let (status, _) = daemon.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}; log:\n{}", daemon.log());
+}
