@@ -161,12 +161,15 @@ impl Daemon {
             ),
         ))?;
         let run_time_stats = enable_run_time_stats();
-        registry.register(Box::new(SelfCollector::new(
-            kernel.release.clone(),
-            loaded.reports.clone(),
-            ctx.map_errors.clone(),
-            attached_programs(&loaded),
-        )))?;
+        registry.register(Box::new(
+            SelfCollector::new(
+                kernel.release.clone(),
+                loaded.reports.clone(),
+                ctx.map_errors.clone(),
+                attached_programs(&loaded),
+            )
+            .counting(ctx.scrape_errors.clone()),
+        ))?;
         registry.register(Box::new(crate::metrics::process::Accounted::for_self(
             ctx.scrape_errors.clone(),
         )))?;
