@@ -49,6 +49,26 @@ pub fn release() {
 pub struct Shutdown {
     term: Signal,
     int: Signal,
+    /// A shutdown signal that was already pending when the handlers were installed.
+    pending: Option<&'static str>,
+}
+
+/// Which held shutdown signal is pending, if any.
+fn pending_shutdown() -> Option<&'static str> {
+    // SAFETY: sigpending fills a sigset_t we own; sigismember only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut set) != 0 {
+            return None;
+        }
+        if libc::sigismember(&set, libc::SIGTERM) == 1 {
+            Some("SIGTERM")
+        } else if libc::sigismember(&set, libc::SIGINT) == 1 {
+            Some("SIGINT")
+        } else {
+            None
+        }
+    }
 }
 
 impl Shutdown {
@@ -60,12 +80,19 @@ impl Shutdown {
         // Tokio keeps a handler installed for the life of the process once registered; the
         // stream itself is not needed (the service creates its own for reloads).
         drop(signal(SignalKind::hangup())?);
+        // Seen now, it stops the start-up before it begins: tokio's streams only report it once
+        // the runtime's driver has run, which a blocking start-up step could delay.
+        let pending = pending_shutdown();
         release();
-        Ok(Shutdown { term, int })
+        Ok(Shutdown { term, int, pending })
     }
 
     /// Resolves on the first SIGTERM or SIGINT, also one sent before [`Shutdown::install`].
     pub async fn recv(mut self) {
+        if let Some(name) = self.pending {
+            tracing::info!("{name} received");
+            return;
+        }
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM received"),
             _ = self.int.recv() => tracing::info!("SIGINT received"),
