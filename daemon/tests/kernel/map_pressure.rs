@@ -123,12 +123,24 @@ fn pseudo_filesystems_cannot_crowd_out_real_devices_and_every_loss_is_counted() 
         "{recorded} recorded + {lost} lost < {mounts} fsyncs"
     );
     // No series per tmpfs: they are folded into one.
-    let per_tmpfs = after
+    let ours: std::collections::BTreeSet<String> = tmpfs
+        .mounted
+        .iter()
+        .filter_map(|dir| std::fs::metadata(dir).ok())
+        .map(|meta| {
+            use std::os::unix::fs::MetadataExt as _;
+            let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+            format!("{major}:{minor}")
+        })
+        .collect();
+    assert_eq!(ours.len(), mounts, "one device number per tmpfs");
+    let per_tmpfs: Vec<String> = after
         .samples(COUNT)
         .into_iter()
-        .filter(|(labels, _)| labels.get("device").is_some_and(|d| d.starts_with("0:")))
-        .count();
-    assert!(per_tmpfs < 5, "{per_tmpfs} series of anonymous devices");
+        .filter_map(|(labels, _)| labels.get("device").cloned())
+        .filter(|device| ours.contains(device))
+        .collect();
+    assert!(per_tmpfs.is_empty(), "series of our tmpfs: {per_tmpfs:?}");
 
     // The scrape emptied the map: after unmounting, new fsyncs fit again, none overflows.
     tmpfs.unmount_all();
