@@ -48,11 +48,19 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
         stalls: crate::stalls::StallShared::default(),
+        scrape_errors: crate::metrics::ScrapeErrors::default(),
     };
     let mut collectors: Vec<Box<dyn Collector>> = families
         .iter()
         .flat_map(|f| f.collectors(&mut loaded.ebpf, &ctx))
         .collect();
+    collectors.push(Box::new(
+        crate::metrics::map_overflow::OverflowCollector::take(
+            &mut loaded.ebpf,
+            loaded.map_sizes.clone(),
+            ctx.map_errors.clone(),
+        ),
+    ));
     collectors.push(Box::new(SelfCollector::new(
         String::new(),
         Vec::new(),
@@ -73,6 +81,28 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
                 .collect::<Vec<_>>()
         })
         .collect();
+    // Not from collectors: the scrape-error counts are appended to each answer, and the HTTP
+    // server registers its own counters (every label value is created up front, so a gather
+    // shows their labels).
+    docs.push(MetricDoc {
+        name: crate::metrics::scrape_errors::METRIC.to_owned(),
+        help: crate::metrics::scrape_errors::HELP_TEXT.to_owned(),
+        labels: vec!["family".to_owned()],
+    });
+    let http = prometheus::Registry::new();
+    if crate::web::http_metrics::HttpMetrics::register(&http).is_ok() {
+        docs.extend(http.gather().iter().map(|family| {
+            MetricDoc {
+                name: family.name().to_owned(),
+                help: family.help().to_owned(),
+                labels: family
+                    .get_metric()
+                    .first()
+                    .map(|m| m.get_label().iter().map(|l| l.name().to_owned()).collect())
+                    .unwrap_or_default(),
+            }
+        }));
+    }
     docs.sort_by(|a, b| a.name.cmp(&b.name));
     docs.dedup_by(|a, b| a.name == b.name);
     Ok(docs)
@@ -98,7 +128,17 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
         env!("CARGO_PKG_VERSION"),
         kernel.release
     );
-    let _ = writeln!(text, "tracefs: {}", kernel.tracefs.root().display());
+    match kernel.tracefs.unavailable() {
+        None => {
+            let _ = writeln!(text, "tracefs: {}", kernel.tracefs.root().display());
+        }
+        Some(why) => {
+            let _ = writeln!(
+                text,
+                "tracefs: unavailable, classic tracepoints skipped: {why}"
+            );
+        }
+    }
     let _ = writeln!(
         text,
         "btf: {}",

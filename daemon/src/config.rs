@@ -164,6 +164,8 @@ struct RawConfig {
     metrics: Option<RawMetrics>,
     /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
     web_config_file: Option<String>,
+    /// HTTP connection limits: timeouts and the connection cap.
+    http: Option<crate::web::limits::RawHttp>,
 }
 
 /// The `[probes]` table.
@@ -189,6 +191,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
     pub web_config_file: Option<PathBuf>,
+    /// The `[http]` table.
+    pub http: crate::web::limits::HttpLimits,
 }
 
 impl Default for Config {
@@ -202,6 +206,7 @@ impl Default for Config {
             stalls: crate::stalls::StallsConfig::default(),
             metrics: MetricsConfig::default(),
             web_config_file: None,
+            http: crate::web::limits::HttpLimits::default(),
         }
     }
 }
@@ -209,9 +214,11 @@ impl Default for Config {
 impl Config {
     /// Reads and validates a TOML configuration file.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
+        let text = crate::files::read_text(path, crate::files::CONFIG_LIMIT).map_err(|e| {
+            ConfigError::Read {
+                path: path.display().to_string(),
+                source: e.into(),
+            }
         })?;
         Config::parse_named(&text, &path.display().to_string())
     }
@@ -268,6 +275,7 @@ impl Config {
                 .web_config_file
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from),
+            http: raw.http.unwrap_or_default().validate()?,
         })
     }
 }

@@ -135,6 +135,7 @@ impl Daemon {
             page_size: kernel::page_size(),
             map_errors: MapErrors::default(),
             stalls: crate::stalls::StallShared::default(),
+            scrape_errors: crate::metrics::ScrapeErrors::default(),
         };
         for family in &families {
             // A disabled family exports nothing, also when it has no probes (/proc readers).
@@ -153,21 +154,35 @@ impl Daemon {
         .await?;
         let processes =
             crate::top::procs::ProcessTable::take(&mut loaded.ebpf, ctx.map_errors.clone());
-        let run_time_stats = enable_run_time_stats();
-        registry.register(Box::new(SelfCollector::new(
-            kernel.release.clone(),
-            loaded.reports.clone(),
-            ctx.map_errors.clone(),
-            attached_programs(&loaded),
-        )))?;
         registry.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
+            crate::metrics::map_overflow::OverflowCollector::take(
+                &mut loaded.ebpf,
+                loaded.map_sizes.clone(),
+                ctx.map_errors.clone(),
+            ),
         ))?;
+        let run_time_stats = enable_run_time_stats();
+        registry.register(Box::new(
+            SelfCollector::new(
+                kernel.release.clone(),
+                loaded.reports.clone(),
+                ctx.map_errors.clone(),
+                attached_programs(&loaded),
+            )
+            .counting(ctx.scrape_errors.clone()),
+        ))?;
+        registry.register(Box::new(crate::metrics::process::Accounted::for_self(
+            ctx.scrape_errors.clone(),
+        )))?;
 
         let (stop_server, stopped) = oneshot::channel::<()>();
+        let scrape = server::Scrape {
+            registry: Arc::new(registry),
+            errors: ctx.scrape_errors.clone(),
+        };
         let server = tokio::spawn(server::serve_with(
             listener,
-            Arc::new(registry),
+            scrape,
             stalls
                 .router()
                 .merge(processes.router())
@@ -183,6 +198,7 @@ impl Daemon {
                     },
                 )),
             web.clone(),
+            config.http,
             async move {
                 let _ = stopped.await;
             },

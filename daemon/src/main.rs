@@ -11,7 +11,16 @@ use wbscope::{
 };
 
 fn main() -> ExitCode {
+    // Before anything else: a SIGTERM from now on waits for our handler (see `signals`).
+    wbscope::signals::hold();
     let cli = Cli::parse();
+    if !matches!(
+        cli.command,
+        None | Some(Command::Run(_)) | Some(Command::BenchFloor(_))
+    ) {
+        // The interactive commands keep the default actions (and their own handlers).
+        wbscope::signals::release();
+    }
     let result = match cli.command {
         Some(Command::Check(args)) => check(&args),
         Some(Command::Run(args)) => run(&args),
@@ -67,13 +76,17 @@ fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let shutdown = {
+        let _context = runtime.enter();
+        wbscope::signals::Shutdown::install().context("installing signal handlers")?
+    };
     // SIGHUP re-reads the same file with the same command-line overrides.
     let reload = || load_config(args).map_err(|e| format!("{e:#}"));
     let notifier = wbscope::notify::Notifier::from_env();
     runtime.block_on(wbscope::service::run(
         config,
         reload,
-        shutdown_signal(),
+        shutdown.recv(),
         notifier,
     ))?;
     Ok(ExitCode::SUCCESS)
@@ -127,27 +140,15 @@ fn bench_floor(args: &RunArgs) -> anyhow::Result<ExitCode> {
         floor.attached(),
         floor.hooks.len()
     );
-    tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?
-        .block_on(shutdown_signal());
+        .context("starting the async runtime")?;
+    let shutdown = {
+        let _context = runtime.enter();
+        wbscope::signals::Shutdown::install().context("installing signal handlers")?
+    };
+    runtime.block_on(shutdown.recv());
     drop(floor);
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
-    }
 }

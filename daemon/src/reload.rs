@@ -76,6 +76,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         stalls,
         metrics,
         web_config_file,
+        http,
     } = requested;
     let mut refused = Vec::new();
     let mut changed = Vec::new();
@@ -128,6 +129,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             why: "TLS and authentication are set up once, when the listener starts",
         });
     }
+    if http != running.http {
+        refused.push(Refusal {
+            key: "http",
+            running: format!("{:?}", running.http),
+            requested: format!("{http:?}"),
+            why: "the HTTP limits are set once, when the listener starts",
+        });
+    }
     if log_level != running.log_level {
         changed.push("log_level");
     }
@@ -178,6 +187,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             },
             metrics: running.metrics,
             web_config_file: running.web_config_file.clone(),
+            http: running.http,
         },
         changed,
         refused,
@@ -237,8 +247,13 @@ mod tests {
             stalls: Default::default(),
             metrics: Default::default(),
             web_config_file: Some("/etc/wbscope/web.yml".into()),
+            http: crate::web::limits::HttpLimits {
+                max_connections: 3,
+                ..Default::default()
+            },
         };
         let p = plan(&running, requested);
+        assert_eq!(p.config.http, running.http);
         assert_eq!(p.config.listen, running.listen);
         assert!(p.config.ignore_own_io);
         assert!(p.config.disabled_probes.is_empty());
@@ -252,7 +267,8 @@ mod tests {
                 "log_format",
                 "ignore_own_io",
                 "probes.disable",
-                "web_config_file"
+                "web_config_file",
+                "http"
             ]
         );
         let line = p.refused[0].to_string();
@@ -263,7 +279,7 @@ mod tests {
         assert_eq!(
             p.summary(),
             "config reloaded: applied log_level; refused listen, log_format, ignore_own_io, \
-             probes.disable, web_config_file (restart needed)"
+             probes.disable, web_config_file, http (restart needed)"
         );
     }
 }

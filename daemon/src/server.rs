@@ -15,7 +15,10 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
-use crate::web::{ClientAuth, Web, tls::TlsListener};
+use crate::{
+    metrics::ScrapeErrors,
+    web::{ClientAuth, Web, http_metrics::HttpMetrics, limits::HttpLimits, listener},
+};
 
 /// Binding the listener failed.
 #[derive(Debug, thiserror::Error)]
@@ -32,49 +35,64 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
         .map_err(|source| BindError { addr, source })
 }
 
+/// What `/metrics` answers from: the registry and the scrape errors appended to each answer.
+#[derive(Clone)]
+pub struct Scrape {
+    pub registry: Arc<Registry>,
+    pub errors: ScrapeErrors,
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let scrape = Scrape {
+        registry,
+        errors: ScrapeErrors::default(),
+    };
     let landing = crate::server_landing::router(crate::server_landing::Landing {
         endpoints: vec![crate::server_landing::METRICS],
         ..Default::default()
     });
-    serve_with(listener, registry, landing, Web::default(), shutdown).await
+    serve_with(
+        listener,
+        scrape,
+        landing,
+        Web::default(),
+        HttpLimits::default(),
+        shutdown,
+    )
+    .await
 }
 
-/// Serves `/metrics` and the routes of `extra` (the landing page `/` among them), with `web`'s TLS and authentication,
-/// until `shutdown` resolves.
+/// Serves `/metrics` and the routes of `extra` (the landing page `/` among them), with `web`'s
+/// TLS and authentication and `limits` on every connection, until `shutdown` resolves.
 pub async fn serve_with(
     listener: TcpListener,
-    registry: Arc<Registry>,
+    scrape: Scrape,
     extra: Router,
     web: Web,
+    limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let metrics = HttpMetrics::register(&scrape.registry).map_err(std::io::Error::other)?;
     let app = Router::new()
-        .route("/metrics", get(metrics))
-        .with_state(registry)
+        .route("/metrics", get(serve_metrics))
+        .with_state(scrape)
         .merge(extra);
-    let app = web.protect(app);
-    match web.tls {
-        Some(tls) => {
-            axum::serve(TlsListener::new(listener, tls.acceptor)?, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-    }
+    let app = web.protect(app, &metrics);
+    let tls = web.tls.map(|tls| tls.acceptor);
+    listener::serve(listener, app, tls, limits, metrics, shutdown).await
 }
 
-async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Response {
-    crate::server_encoding::metrics_response(&registry, &headers)
+async fn serve_metrics(State(scrape): State<Scrape>, headers: HeaderMap) -> Response {
+    // Collectors count what they cannot read during the gather; the counts go out in the same
+    // answer, after it.
+    let mut families = scrape.registry.gather();
+    families.extend(scrape.errors.family());
+    crate::server_encoding::metrics_response(&families, &headers)
 }
 
 /// Why the server's own `/metrics` check failed.

@@ -36,19 +36,44 @@ pub async fn run<E: Display>(
     // SIGHUP's default action terminates the process: handle it before anyone may send it.
     let mut hangup = signal(SignalKind::hangup()).map_err(DaemonError::Signal)?;
     notifier.notify("STATUS=attaching probes");
-    let daemon = match Daemon::start(&config).await {
-        Ok(daemon) => daemon,
-        Err(err) => {
+    tokio::pin!(shutdown);
+    // A shutdown signal during start-up (also one sent before the handlers existed, see
+    // `crate::signals`) ends the start: dropping a half-built daemon closes whatever it loaded.
+    let started = tokio::select! {
+        biased;
+        () = &mut shutdown => None,
+        started = Daemon::start(&config) => Some(started),
+    };
+    let daemon = match started {
+        None => {
+            tracing::info!("start-up aborted by the shutdown signal; nothing stays attached");
+            return Ok(());
+        }
+        Some(Ok(daemon)) => daemon,
+        Some(Err(err)) => {
             notifier.notify(&format!("STATUS=failed to start: {err}"));
             return Err(err);
         }
     };
-    if let Err(err) =
-        server::self_check(daemon.local_addr(), daemon.web(), SELF_CHECK_TIMEOUT).await
-    {
+    let checked = tokio::select! {
+        biased;
+        () = &mut shutdown => None,
+        checked = server::self_check(daemon.local_addr(), daemon.web(), SELF_CHECK_TIMEOUT) => {
+            Some(checked)
+        }
+    };
+    match checked {
+        None => {
+            tracing::info!("start-up aborted by the shutdown signal: detaching probes");
+            notifier.notify("STOPPING=1\nSTATUS=detaching probes");
+            return daemon.stop().await;
+        }
         // The listener is bound and the server task runs; a local firewall may still block the
         // loopback scrape, which is no reason to stop.
-        tracing::warn!("own /metrics check failed, reporting ready anyway: {err}");
+        Some(Err(err)) => {
+            tracing::warn!("own /metrics check failed, reporting ready anyway: {err}")
+        }
+        Some(Ok(())) => {}
     }
     let status = status_line(&daemon);
     notifier.notify(&format!("READY=1\nSTATUS={status}"));
@@ -60,7 +85,6 @@ pub async fn run<E: Display>(
     }
     let mut tick = tokio::time::interval(pace.unwrap_or(HEALTH_INTERVAL));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,

@@ -12,6 +12,7 @@ pub mod dirty;
 pub mod hist;
 pub mod journal;
 pub mod layout;
+pub mod map_overflow;
 pub mod nfs;
 pub mod stall;
 pub mod submission;

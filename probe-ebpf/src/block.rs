@@ -26,6 +26,7 @@ use probe_common::block::{
     BioCounts, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME,
     HAS_START_TIME, HAS_STATS_FLAG, RqStats,
 };
+use probe_common::map_overflow;
 
 use crate::{
     btf_load::load,
@@ -210,7 +211,12 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let key = key(disk_dev(disk)?, rq.opf);
     let op = key.op as u32;
     let t = now();
-    if let Some(v) = value_or_insert(&BLOCK_RQ_STATS, &key, &RqStats::ZERO) {
+    if let Some(v) = value_or_insert(
+        &BLOCK_RQ_STATS,
+        &key,
+        &RqStats::ZERO,
+        map_overflow::BLOCK_RQ_STATS,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
         let v = unsafe { &mut *v };
         v.counts.requests += 1;
@@ -282,7 +288,12 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     if error == 0 && latency.is_none() {
         return None;
     }
-    let v = value_or_insert(&BLOCK_RQ_STATS, &key, &RqStats::ZERO)?;
+    let v = value_or_insert(
+        &BLOCK_RQ_STATS,
+        &key,
+        &RqStats::ZERO,
+        map_overflow::BLOCK_RQ_STATS,
+    )?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     let v = unsafe { &mut *v };
     if error != 0 {
@@ -327,7 +338,12 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         op: (opf & layout!(op_mask)) as u16,
         sync: 0,
     };
-    let c = value_or_insert(&BLOCK_BIO_COUNTS, &key, &BioCounts::ZERO)?;
+    let c = value_or_insert(
+        &BLOCK_BIO_COUNTS,
+        &key,
+        &BioCounts::ZERO,
+        map_overflow::BLOCK_BIO_COUNTS,
+    )?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     let c = unsafe { &mut *c };
     c.bios += 1;

@@ -18,6 +18,7 @@ use aya_ebpf::{
 use probe_common::{
     dirty::{BdiKey, DirtyThrottleFormat},
     hist::Log2Hist,
+    map_overflow,
     writeback::BDI_NAME_LEN,
 };
 
@@ -76,7 +77,12 @@ fn try_balance_dirty_pages(ctx: &TracePointContext) -> Option<()> {
     let pause_ns = pause as u64 * f.pause_unit_ns as u64;
     crate::stall_events::throttled(pause_ns, &key.bdi);
     crate::top_procs::add_throttle(pause_ns);
-    let hist = value_or_insert(&DIRTY_THROTTLE_PAUSE, &key, &Log2Hist::ZERO)?;
+    let hist = value_or_insert(
+        &DIRTY_THROTTLE_PAUSE,
+        &key,
+        &Log2Hist::ZERO,
+        map_overflow::DIRTY_THROTTLE_PAUSE,
+    )?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     record(unsafe { &mut *hist }, pause_ns);
     Some(())

@@ -31,6 +31,7 @@ use aya_ebpf::{
 use probe_common::{
     dirty::{FolioWaitLayout, PendingWait},
     hist::Log2Hist,
+    map_overflow,
 };
 
 use crate::{
@@ -202,6 +203,9 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         // SAFETY: map value pointer, valid for this program run; only this thread's own
         // tracepoint and sched_switch touch its entry.
         unsafe { *existing = wait };
+    } else {
+        // Neither inserted nor present: the map is full and this wait goes unmeasured.
+        crate::hist::count_overflow(map_overflow::FOLIO_WAITS);
     }
     Some(())
 }
@@ -251,7 +255,12 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     forget(next_tid);
     let ns = t.saturating_sub(wait.start_ns);
     crate::stall_events::waited(next, next_tid, wait.dev, wait.start_ns, ns);
-    let hist = value_or_insert(&WRITEBACK_WAIT, &wait.dev, &Log2Hist::ZERO)?;
+    let hist = value_or_insert(
+        &WRITEBACK_WAIT,
+        &wait.dev,
+        &Log2Hist::ZERO,
+        map_overflow::WRITEBACK_WAIT,
+    )?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     record(unsafe { &mut *hist }, ns);
     Some(())

@@ -1,22 +1,50 @@
 //! Updating per-CPU map values in place.
 
-use aya_ebpf::maps::PerCpuHashMap;
-use probe_common::hist::{Log2Hist, SLOTS, slot_for};
+use aya_ebpf::{
+    macros::map,
+    maps::{PerCpuArray, PerCpuHashMap},
+};
+use probe_common::{
+    hist::{Log2Hist, SLOTS, slot_for},
+    map_overflow,
+};
 
 /// `BPF_NOEXIST`: insert only if the key is absent, so two programs racing to create the same
 /// entry on one CPU cannot reset each other's counts.
 const BPF_NOEXIST: u64 = 1;
 
-/// Returns a pointer to this CPU's value for `key`, inserting `zero` first if the key is absent.
+/// Events lost because their map was full, per map slot (`probe_common::map_overflow`).
+#[map]
+static MAP_OVERFLOWS: PerCpuArray<u64> = PerCpuArray::with_max_entries(map_overflow::SLOTS, 0);
+
+/// Counts one event lost to a full map (`slot`: the map's `map_overflow` slot).
 #[inline(always)]
-pub fn value_or_insert<K, V>(map: &PerCpuHashMap<K, V>, key: &K, zero: &V) -> Option<*mut V> {
+pub fn count_overflow(slot: u32) {
+    if let Some(count) = MAP_OVERFLOWS.get_ptr_mut(slot) {
+        // SAFETY: per-CPU array value pointer, valid for this program run, and only this CPU
+        // touches its copy.
+        unsafe { *count += 1 };
+    }
+}
+
+/// Returns a pointer to this CPU's value for `key`, inserting `zero` first if the key is absent.
+/// A full map makes the insert fail: the event is lost and counted in `overflow_slot`.
+#[inline(always)]
+pub fn value_or_insert<K, V>(
+    map: &PerCpuHashMap<K, V>,
+    key: &K,
+    zero: &V,
+    overflow_slot: u32,
+) -> Option<*mut V> {
     if let Some(ptr) = map.get_ptr_mut(key) {
         return Some(ptr);
     }
-    // A full map makes the insert fail; the event is then lost, which the daemon sees as a
-    // missing series rather than a wrong one.
     let _ = map.insert(key, zero, BPF_NOEXIST);
-    map.get_ptr_mut(key)
+    let ptr = map.get_ptr_mut(key);
+    if ptr.is_none() {
+        count_overflow(overflow_slot);
+    }
+    ptr
 }
 
 /// Records one duration in a histogram that lives in a map value.

@@ -22,6 +22,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::Log2Hist,
     journal::{CommitKey, JournalFormat, JournalKey, JournalKind},
+    map_overflow,
 };
 
 use crate::{
@@ -126,7 +127,12 @@ fn record_commit(kind: JournalKind, dev: u32, ns: u64) {
         kind: kind as u32,
         dev,
     };
-    if let Some(hist) = value_or_insert(&JOURNAL_COMMIT_LATENCY, &agg, &Log2Hist::ZERO) {
+    if let Some(hist) = value_or_insert(
+        &JOURNAL_COMMIT_LATENCY,
+        &agg,
+        &Log2Hist::ZERO,
+        map_overflow::JOURNAL_COMMIT_LATENCY,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
         record(unsafe { &mut *hist }, ns);
     }

@@ -22,6 +22,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuHashMap},
     programs::{BtfTracePointContext, TracePointContext},
 };
+use probe_common::map_overflow;
 use probe_common::nfs::{
     NfsCommitKey, NfsCommitStats, NfsFormat, NfsRpcId, NfsRpcStart, NfsWbcMode, NfsWriteKey,
     NfsWriteStats, SYNC_MODE_UNKNOWN,
@@ -175,7 +176,12 @@ fn try_initiate_write(ctx: &TracePointContext) -> Option<()> {
         sync_mode,
         _reserved: 0,
     };
-    if let Some(stats) = value_or_insert(&NFS_WRITES, &key, &NfsWriteStats::ZERO) {
+    if let Some(stats) = value_or_insert(
+        &NFS_WRITES,
+        &key,
+        &NfsWriteStats::ZERO,
+        map_overflow::NFS_WRITES,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
         let stats = unsafe { &mut *stats };
         stats.requests += 1;
@@ -218,7 +224,12 @@ fn try_writeback_done(ctx: &TracePointContext) -> Option<()> {
         sync_mode: start.sync_mode,
         _reserved: 0,
     };
-    if let Some(stats) = value_or_insert(&NFS_WRITES, &key, &NfsWriteStats::ZERO) {
+    if let Some(stats) = value_or_insert(
+        &NFS_WRITES,
+        &key,
+        &NfsWriteStats::ZERO,
+        map_overflow::NFS_WRITES,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
         let stats = unsafe { &mut *stats };
         if error < 0 {
@@ -246,7 +257,12 @@ fn try_initiate_commit(ctx: &TracePointContext) -> Option<()> {
         dev: id.dev,
         _reserved: 0,
     };
-    if let Some(stats) = value_or_insert(&NFS_COMMITS, &key, &NfsCommitStats::ZERO) {
+    if let Some(stats) = value_or_insert(
+        &NFS_COMMITS,
+        &key,
+        &NfsCommitStats::ZERO,
+        map_overflow::NFS_COMMITS,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
         unsafe { (*stats).commits += 1 };
     }
@@ -285,7 +301,12 @@ fn try_commit_done(ctx: &TracePointContext) -> Option<()> {
         dev: id.dev,
         _reserved: 0,
     };
-    if let Some(stats) = value_or_insert(&NFS_COMMITS, &key, &NfsCommitStats::ZERO) {
+    if let Some(stats) = value_or_insert(
+        &NFS_COMMITS,
+        &key,
+        &NfsCommitStats::ZERO,
+        map_overflow::NFS_COMMITS,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
         let stats = unsafe { &mut *stats };
         if error < 0 {

@@ -35,6 +35,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
+use probe_common::map_overflow;
 use probe_common::submission::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
 };
@@ -327,7 +328,12 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
 
 #[inline(always)]
 fn add(key: &SubmitKey, passes: u64, pages: u64) {
-    if let Some(stats) = value_or_insert(&WB_SUBMISSIONS, key, &SubmitStats::ZERO) {
+    if let Some(stats) = value_or_insert(
+        &WB_SUBMISSIONS,
+        key,
+        &SubmitStats::ZERO,
+        map_overflow::WB_SUBMISSIONS,
+    ) {
         // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
         let stats = unsafe { &mut *stats };
         stats.passes += passes;

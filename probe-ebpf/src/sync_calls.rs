@@ -21,6 +21,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::Log2Hist,
     layout::SysEnterFdFormat,
+    map_overflow,
     stall::InflightSync,
     sync_call::{MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall},
     sync_layout::{FieldFormat, SfrEnterFormat},
@@ -61,9 +62,17 @@ static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
 pub(crate) static SYNC_INFLIGHT: LruHashMap<u32, InflightSync> =
     LruHashMap::with_max_entries(16384, 0);
 
-/// Latency histograms by (call, device). Feeds `wbscope_sync_call_duration_seconds`.
+/// Latency histograms by (call, device) for block devices (and sync(2), and unknown devices).
+/// Feeds `wbscope_sync_call_duration_seconds`. The daemon sizes it from the host's block devices.
 #[map]
 static SYNC_CALL_LATENCY: PerCpuHashMap<SyncKey, Log2Hist> =
+    PerCpuHashMap::with_max_entries(4096, 0);
+
+/// The same for anonymous superblocks (major 0: tmpfs, overlay, proc, btrfs, nfs, fuse…): a map
+/// of its own, so that a container host's thousands of mounts fill only this one and never
+/// take the room of the real disks. The daemon removes keys of unmounted filesystems.
+#[map]
+static SYNC_CALL_LATENCY_ANON: PerCpuHashMap<SyncKey, Log2Hist> =
     PerCpuHashMap::with_max_entries(4096, 0);
 
 /// Completed sync_file_range calls by (device, flags). Feeds
@@ -275,7 +284,7 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
             dev: start.dev,
             flags: start.flags,
         };
-        if let Some(count) = value_or_insert(&SFR_CALLS, &key, &0) {
+        if let Some(count) = value_or_insert(&SFR_CALLS, &key, &0, map_overflow::SFR_CALLS) {
             // SAFETY: this CPU's value in a per-CPU map, valid for this program run.
             unsafe { *count += 1 };
         }
@@ -287,7 +296,22 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
 #[inline(always)]
 pub(crate) fn record_latency(syscall: u32, dev: u32, ns: u64) {
     let key = SyncKey { syscall, dev };
-    if let Some(hist) = value_or_insert(&SYNC_CALL_LATENCY, &key, &Log2Hist::ZERO) {
+    let hist = if map_overflow::is_anonymous_dev(dev) {
+        value_or_insert(
+            &SYNC_CALL_LATENCY_ANON,
+            &key,
+            &Log2Hist::ZERO,
+            map_overflow::SYNC_CALL_LATENCY_ANON,
+        )
+    } else {
+        value_or_insert(
+            &SYNC_CALL_LATENCY,
+            &key,
+            &Log2Hist::ZERO,
+            map_overflow::SYNC_CALL_LATENCY,
+        )
+    };
+    if let Some(hist) = hist {
         // SAFETY: the pointer is this CPU's value in a per-CPU map, valid for this program run.
         record(unsafe { &mut *hist }, ns);
     }

@@ -19,6 +19,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuHashMap},
     programs::TracePointContext,
 };
+use probe_common::map_overflow;
 use probe_common::writeback::{BDI_NAME_LEN, FlusherItem, WbKey, WbStats};
 
 use crate::{
@@ -104,7 +105,12 @@ fn bytes_before_nul(word: u64) -> u64 {
 
 #[inline(always)]
 fn stats(key: &WbKey) -> Option<&'static mut WbStats> {
-    let ptr = value_or_insert(&WB_WORK_STATS, key, &WbStats::ZERO)?;
+    let ptr = value_or_insert(
+        &WB_WORK_STATS,
+        key,
+        &WbStats::ZERO,
+        map_overflow::WB_WORK_STATS,
+    )?;
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     Some(unsafe { &mut *ptr })
 }

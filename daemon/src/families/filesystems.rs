@@ -42,9 +42,11 @@ impl Family for Filesystems {
 
     fn set_globals<'a>(&'a self, _loader: &mut EbpfLoader<'a>) {}
 
-    fn collectors(&self, _ebpf: &mut Ebpf, _ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+    fn collectors(&self, _ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+        ctx.scrape_errors.register(SCRAPE_FAMILY);
         vec![Box::new(InfoCollector {
             descs: describe(FAMILIES),
+            errors: ctx.scrape_errors.clone(),
         })]
     }
 }
@@ -54,8 +56,12 @@ const FAMILIES: &[(&str, &str)] = &[(
     "Mounted filesystems: which device backs which mount point (value 1). Join on `device`.",
 )];
 
+/// The family name in `wbscope_scrape_errors_total`.
+const SCRAPE_FAMILY: &str = "filesystems";
+
 struct InfoCollector {
     descs: Vec<Desc>,
+    errors: crate::metrics::ScrapeErrors,
 }
 
 /// The (device, mountpoint, fstype) label sets worth exporting, without duplicates.
@@ -89,8 +95,15 @@ impl Collector for InfoCollector {
         let is_block = |major: u32, minor: u32| {
             std::path::Path::new(&format!("/sys/dev/block/{major}:{minor}")).exists()
         };
+        let table = match mounts::read() {
+            Ok(table) => table,
+            Err(err) => {
+                self.errors.count(SCRAPE_FAMILY, mounts::SOURCE, &err);
+                return Vec::new();
+            }
+        };
         let mut family = MetricBuilder::gauge(FAMILIES[0].0, FAMILIES);
-        for (device, mountpoint, fstype) in label_sets(&mounts::current(), is_block) {
+        for (device, mountpoint, fstype) in label_sets(&table, is_block) {
             family.add_gauge(
                 &[
                     ("device", device.as_str()),

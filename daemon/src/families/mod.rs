@@ -28,6 +28,8 @@ pub struct CollectorContext {
     pub map_errors: MapErrors,
     /// Stall counters, shared with the stall service that counts them.
     pub stalls: crate::stalls::StallShared,
+    /// Sources a collector could not read, exported as `wbscope_scrape_errors_total`.
+    pub scrape_errors: crate::metrics::ScrapeErrors,
 }
 
 /// A layout part a family resolves: `None` before `resolve`, else the part or why it is missing.

@@ -22,6 +22,20 @@ fn block_name_under(root: &Path, major: u32, minor: u32) -> String {
         .unwrap_or_else(|| format!("{major}:{minor}"))
 }
 
+/// Whether `major:minor` is a block device now with a medium: its /sys/dev/block entry exists
+/// and its size is not 0 (a detached loop device stays as an empty device). When the size
+/// cannot be read (e.g. out of descriptors) the device counts as present.
+pub fn block_device_exists(major: u32, minor: u32) -> bool {
+    let dir = Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
+    if !dir.exists() {
+        return false;
+    }
+    match std::fs::read_to_string(dir.join("size")) {
+        Ok(size) => size.trim() != "0",
+        Err(_) => true,
+    }
+}
+
 /// The `device` label for a kernel `dev_t`; `unknown` for 0 (the probe could not resolve it).
 pub fn label_for_kernel_dev(dev: u32) -> String {
     if dev == 0 {

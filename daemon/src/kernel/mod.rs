@@ -39,9 +39,14 @@ pub struct KernelInfo {
 }
 
 impl KernelInfo {
-    /// Finds (or mounts) tracefs and reads kernel BTF.
+    /// Finds (or mounts) tracefs and reads kernel BTF. Without tracefs (none mounted and no
+    /// CAP_SYS_ADMIN to mount one) the classic tracepoints degrade like missing BTF does: each
+    /// is skipped with the reason, and the BTF tracepoints still attach.
     pub fn discover() -> Result<KernelInfo, tracefs::TracefsError> {
-        let tracefs = tracefs::Tracefs::locate_or_mount()?;
+        let tracefs = tracefs::Tracefs::locate_or_degrade();
+        if let Some(why) = tracefs.unavailable() {
+            tracing::warn!("{why}; classic tracepoint probes are skipped");
+        }
         let btf = btf::Btf::from_file(Path::new(VMLINUX_BTF)).map_err(|e| e.to_string());
         Ok(KernelInfo {
             tracefs,

@@ -16,15 +16,27 @@ pub struct Mount {
 /// view) hides or relabels file systems. mountinfo is world-readable (no ptrace check), so this
 /// needs no capability. Without hostPID, PID 1 is the container's own init and the answer is
 /// the same as /proc/self's.
-const MOUNTINFO: [&str; 2] = ["/proc/1/mountinfo", "/proc/self/mountinfo"];
+pub const MOUNTINFO: [&str; 2] = ["/proc/1/mountinfo", "/proc/self/mountinfo"];
+
+/// How errors name the mount table's source.
+pub const SOURCE: &str = "/proc/1/mountinfo (or /proc/self/mountinfo)";
 
 /// Reads the host's mount table (see [`MOUNTINFO`]); empty if none can be read.
 pub fn current() -> Vec<Mount> {
-    MOUNTINFO
-        .iter()
-        .find_map(|path| std::fs::read_to_string(path).ok())
-        .map(|text| parse(&text))
-        .unwrap_or_default()
+    read().unwrap_or_default()
+}
+
+/// Reads the host's mount table from the first of [`MOUNTINFO`] that can be read; the error of
+/// the last one otherwise (a scrape counts it).
+pub fn read() -> std::io::Result<Vec<Mount>> {
+    let mut last_error = std::io::Error::other("no mount table configured");
+    for path in MOUNTINFO {
+        match std::fs::read_to_string(path) {
+            Ok(text) => return Ok(parse(&text)),
+            Err(e) => last_error = e,
+        }
+    }
+    Err(last_error)
 }
 
 /// Parses mountinfo text (proc(5)): `id parent MAJ:MIN root mountpoint opts [optional…] - fstype

@@ -35,6 +35,12 @@ pub enum TracefsError {
         /// Underlying I/O error.
         cause: std::io::Error,
     },
+    /// There is no tracefs (see [`Tracefs::locate_or_degrade`]).
+    #[error("{path}: tracefs is not available")]
+    Unavailable {
+        /// The format file that was wanted.
+        path: PathBuf,
+    },
     /// A system or event name that would escape the events directory.
     #[error("invalid tracepoint name `{system}/{event}`")]
     InvalidName {
@@ -71,10 +77,12 @@ pub enum TracefsError {
     },
 }
 
-/// A tracefs mount point.
+/// A tracefs mount point, or why there is none (then classic tracepoints are skipped, each
+/// with that reason, and BTF tracepoints still attach: they need no tracefs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tracefs {
     root: PathBuf,
+    unavailable: Option<String>,
 }
 
 impl Tracefs {
@@ -86,19 +94,35 @@ impl Tracefs {
             .unwrap_or_default();
         let candidates = [PathBuf::from(DEFAULT_ROOT), PathBuf::from(DEBUGFS_ROOT)];
         if let Some(root) = candidates.into_iter().chain(mounts).find(|p| is_tracefs(p)) {
-            return Ok(Tracefs { root });
+            return Ok(Tracefs::at(root));
         }
         let root = PathBuf::from(DEFAULT_ROOT);
         mount_tracefs(&root).map_err(|cause| TracefsError::Mount {
             path: root.clone(),
             cause,
         })?;
-        Ok(Tracefs { root })
+        Ok(Tracefs::at(root))
+    }
+
+    /// [`Tracefs::locate_or_mount`], or a tracefs that is unavailable for the reason it failed.
+    pub fn locate_or_degrade() -> Tracefs {
+        Tracefs::locate_or_mount().unwrap_or_else(|err| Tracefs {
+            root: PathBuf::from(DEFAULT_ROOT),
+            unavailable: Some(err.to_string()),
+        })
     }
 
     /// Uses an explicit root (tests, or a custom location).
     pub fn at(root: impl Into<PathBuf>) -> Tracefs {
-        Tracefs { root: root.into() }
+        Tracefs {
+            root: root.into(),
+            unavailable: None,
+        }
+    }
+
+    /// Why there is no tracefs, if there is none.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
     }
 
     /// The tracefs root directory.
@@ -108,12 +132,16 @@ impl Tracefs {
 
     /// True if events/<system>/<event>/format exists.
     pub fn event_exists(&self, system: &str, event: &str) -> bool {
-        self.format_path(system, event).is_ok_and(|p| p.is_file())
+        self.unavailable.is_none() && self.format_path(system, event).is_ok_and(|p| p.is_file())
     }
 
     /// Reads and parses events/<system>/<event>/format.
     pub fn event_format(&self, system: &str, event: &str) -> Result<EventFormat, TracefsError> {
         let path = self.format_path(system, event)?;
+        if self.unavailable.is_some() {
+            // The reason was logged once at start; repeating it per probe says nothing new.
+            return Err(TracefsError::Unavailable { path });
+        }
         let text = std::fs::read_to_string(&path).map_err(|cause| TracefsError::Io {
             path: path.clone(),
             cause,

@@ -15,9 +15,13 @@ use prometheus::core::Desc;
 
 pub mod detail;
 pub mod hist_collector;
+pub mod map_overflow;
+pub mod process;
 pub mod proto;
+pub mod scrape_errors;
 pub mod self_metrics;
 
+pub use scrape_errors::ScrapeErrors;
 pub use self_metrics::{AttachedProgram, SelfCollector};
 
 /// Failed map reads by map name, shared by every collector and exported as

@@ -72,9 +72,21 @@ pub struct SelfCollector {
     map_errors: MapErrors,
     programs: Vec<AttachedProgram>,
     descs: Vec<Desc>,
+    /// Where unreadable program stats are counted, when set.
+    scrape_errors: Option<super::ScrapeErrors>,
 }
 
+/// The family name in `wbscope_scrape_errors_total`.
+const SCRAPE_FAMILY: &str = "bpf_program_stats";
+
 impl SelfCollector {
+    /// Counts program stats that cannot be read (fdinfo, e.g. out of descriptors) in `errors`.
+    pub fn counting(mut self, errors: super::ScrapeErrors) -> SelfCollector {
+        errors.register(SCRAPE_FAMILY);
+        self.scrape_errors = Some(errors);
+        self
+    }
+
     pub fn new(
         kernel: String,
         probes: Vec<ProbeReport>,
@@ -88,6 +100,7 @@ impl SelfCollector {
             map_errors,
             programs,
             descs: describe(FAMILIES),
+            scrape_errors: None,
         }
     }
 
@@ -97,11 +110,18 @@ impl SelfCollector {
         let mut runs = MetricBuilder::counter("wbscope_bpf_program_runs_total", FAMILIES);
         for program in &self.programs {
             let fd = program.fd.as_fd().as_raw_fd();
-            let (ns, count) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
-                .ok()
-                .as_deref()
-                .and_then(parse_run_stats)
-                .unwrap_or((0, 0));
+            let path = format!("/proc/self/fdinfo/{fd}");
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(err) => {
+                    // Its counters are left out rather than reported as 0.
+                    if let Some(errors) = &self.scrape_errors {
+                        errors.count(SCRAPE_FAMILY, &path, &err);
+                    }
+                    continue;
+                }
+            };
+            let (ns, count) = parse_run_stats(&text).unwrap_or((0, 0));
             seconds.add_counter(&[("program", program.name)], ns as f64 / 1e9);
             runs.add_counter(&[("program", program.name)], count as f64);
         }

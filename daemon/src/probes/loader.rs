@@ -62,6 +62,8 @@ pub struct LoadedProbes {
     pub fd_dev: Result<FdDevLayout, String>,
     /// How the probes reach the current task on this kernel.
     pub current_task: CurrentTask,
+    /// Maps sized from the host at load: (name, max entries).
+    pub map_sizes: Vec<(&'static str, u32)>,
 }
 
 impl LoadedProbes {
@@ -140,6 +142,7 @@ pub fn load_and_attach(
     for family in families {
         family.set_globals(&mut loader);
     }
+    let map_sizes = super::map_sizes::apply(&mut loader);
     let mut ebpf = loader.load(object)?;
 
     let reports = plans
@@ -162,14 +165,20 @@ pub fn load_and_attach(
         reports,
         fd_dev,
         current_task,
+        map_sizes,
     })
 }
 
 /// Why the hook itself is missing on this kernel, if it is.
 fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
     match spec.hook {
-        Hook::Tracepoint { category, event } => (!kernel.tracefs.event_exists(category, event))
-            .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
+        Hook::Tracepoint { category, event } => match kernel.tracefs.unavailable() {
+            Some(_) => Some(format!(
+                "tracepoint {category}/{event} needs tracefs, which is not available"
+            )),
+            None => (!kernel.tracefs.event_exists(category, event))
+                .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
+        },
         Hook::BtfTracepoint { event, older } => match &kernel.btf {
             Err(why) => Some(format!("tp_btf needs kernel BTF: {why}")),
             Ok(btf) => btf_event(btf, event, older).is_none().then(|| match older {

@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod detach;
 pub mod floor;
 pub mod loader;
+pub mod map_sizes;
 
 pub use catalog::{Hook, ProbeSpec};
 pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};

@@ -38,8 +38,11 @@ pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
 /// (`5`, `2.5`), anything else needs a unit (`250us`, `1s`).
 pub fn parse_min_ns(text: &str) -> Result<u64, String> {
     match text.trim().parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok((ms * 1e6).round() as u64),
-        Ok(_) => Err(format!("'{text}' is negative or not finite")),
+        Ok(ms) if !ms.is_finite() => {
+            Err(format!("'{text}' is not a finite number of milliseconds"))
+        }
+        Ok(ms) if ms >= 0.0 => Ok((ms * 1e6).round() as u64),
+        Ok(_) => Err(format!("'{text}' is negative")),
         Err(_) => parse_duration_ns(text),
     }
 }
@@ -54,7 +57,11 @@ mod tests {
         assert_eq!(parse_min_ns("2.5"), Ok(2_500_000));
         assert_eq!(parse_min_ns("0"), Ok(0));
         assert_eq!(parse_min_ns("1s"), Ok(1_000_000_000));
-        assert!(parse_min_ns("-1").is_err());
+        assert_eq!(parse_min_ns("-1"), Err("'-1' is negative".to_string()));
+        assert_eq!(
+            parse_min_ns("NaN"),
+            Err("'NaN' is not a finite number of milliseconds".to_string())
+        );
         assert!(parse_min_ns("5 parsecs").is_err());
     }
 

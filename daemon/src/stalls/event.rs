@@ -139,7 +139,9 @@ pub fn rfc3339(unix_ns: u64) -> String {
 pub fn parse_rfc3339(text: &str) -> Option<u64> {
     let t =
         time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-    u64::try_from(t.unix_timestamp_nanos()).ok()
+    // Valid times outside u64 nanoseconds since the epoch (before 1970, after 2554) clamp: a
+    // `since` in the far future selects nothing, one before 1970 selects everything.
+    Some(u64::try_from(t.unix_timestamp_nanos().max(0)).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -162,6 +164,8 @@ mod tests {
         assert!(text.ends_with('Z'), "{text}");
         assert_eq!(parse_rfc3339(&text), Some(ns));
         assert_eq!(parse_rfc3339("yesterday"), None);
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), Some(u64::MAX));
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Some(0));
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub fn filter(q: StallQuery, now_unix_ns: u64) -> Result<Filter, String> {
     let since_unix_ns = match q.since {
         None => None,
         Some(s) => match s.parse::<f64>() {
+            Ok(secs) if !secs.is_finite() => {
+                return Err(format!("since: '{s}' is not a finite number of seconds"));
+            }
             Ok(secs) if secs >= 0.0 => Some(now_unix_ns.saturating_sub((secs * 1e9) as u64)),
             Ok(_) => return Err(format!("since: '{s}' is negative")),
             Err(_) => Some(
@@ -130,5 +133,26 @@ mod tests {
             ..StallQuery::default()
         };
         assert!(filter(q, 0).is_err());
+    }
+
+    #[test]
+    fn since_messages_say_what_is_wrong() {
+        let since = |s: &str| {
+            filter(
+                StallQuery {
+                    since: Some(s.into()),
+                    ..StallQuery::default()
+                },
+                0,
+            )
+        };
+        let nan = since("NaN").unwrap_err();
+        assert_eq!(nan, "since: 'NaN' is not a finite number of seconds");
+        assert!(since("-5").unwrap_err().contains("negative"));
+        // Valid far-future RFC 3339: accepted, and selects nothing.
+        assert_eq!(
+            since("9999-01-01T00:00:00Z").unwrap().since_unix_ns,
+            Some(u64::MAX)
+        );
     }
 }

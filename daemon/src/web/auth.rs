@@ -2,16 +2,19 @@
 
 use std::{
     collections::{BTreeMap, HashSet},
+    net::SocketAddr,
     sync::{Arc, Mutex},
 };
 
 use axum::{
-    extract::{Request, State},
+    extract::{ConnectInfo, Request, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
 use base64::Engine as _;
+
+use super::http_metrics::HttpMetrics;
 
 /// How many accepted `Authorization` values are remembered (one per scraper in practice).
 const CACHE: usize = 64;
@@ -78,14 +81,32 @@ fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
 }
 
 /// Middleware: the request goes on only with valid credentials; else `401` with
-/// `WWW-Authenticate: Basic`.
-pub async fn require(State(users): State<Arc<Users>>, request: Request, next: Next) -> Response {
+/// `WWW-Authenticate: Basic`, counted and logged (rate-limited), and the connection is closed
+/// after the answer so that a client without credentials holds no connection.
+pub async fn require(
+    State((users, metrics)): State<(Arc<Users>, HttpMetrics)>,
+    request: Request,
+    next: Next,
+) -> Response {
     if authorized(&users, request.headers()).await {
         return next.run(request).await;
     }
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let why = if request.headers().contains_key(header::AUTHORIZATION) {
+        "wrong credentials"
+    } else {
+        "no credentials"
+    };
+    metrics.auth_failed("basic_auth", peer, why);
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Basic")],
+        [
+            (header::WWW_AUTHENTICATE, "Basic"),
+            (header::CONNECTION, "close"),
+        ],
         "Unauthorized\n",
     )
         .into_response()

@@ -99,9 +99,11 @@ pub struct WebFile {
 impl WebFile {
     /// Reads and validates `path`.
     pub fn read(path: &Path) -> Result<WebFile, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Read {
-            path: path.display().to_string(),
-            source,
+        let text = crate::files::read_text(path, crate::files::WEB_CONFIG_LIMIT).map_err(|e| {
+            WebConfigError::Read {
+                path: path.display().to_string(),
+                source: e.into(),
+            }
         })?;
         WebFile::parse(&text, path)
     }
@@ -171,12 +173,12 @@ fn tls_files(t: RawTls, dir: &Path) -> Result<TlsFiles, (String, String)> {
     if let Some((k, _)) = unsupported.iter().find(|(_, set)| *set) {
         return Err((key(k), "not supported by wbscope".into()));
     }
-    let path = |k: &str, v: Option<String>| match v {
+    let path = |k: &str, v: Option<String>, when: &str| match v {
         Some(p) if !p.is_empty() => Ok(dir.join(p)),
-        _ => Err((key(k), "required when tls_server_config is set".to_owned())),
+        _ => Err((key(k), format!("required when {when}"))),
     };
-    let cert_file = path("cert_file", t.cert_file)?;
-    let key_file = path("key_file", t.key_file)?;
+    let cert_file = path("cert_file", t.cert_file, "tls_server_config is set")?;
+    let key_file = path("key_file", t.key_file, "tls_server_config is set")?;
     let client_auth = match t.client_auth_type.as_deref().unwrap_or("NoClientCert") {
         "" | "NoClientCert" => ClientAuth::None,
         "VerifyClientCertIfGiven" => ClientAuth::VerifyIfGiven,
@@ -204,11 +206,20 @@ fn tls_files(t: RawTls, dir: &Path) -> Result<TlsFiles, (String, String)> {
         (ClientAuth::None, Some(p)) if !p.is_empty() => {
             return Err((
                 key("client_ca_file"),
-                "set, but client_auth_type does not verify client certificates".into(),
+                "set, but client_auth_type is NoClientCert (client certificates are only \
+                 verified with VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
+                    .into(),
             ));
         }
         (ClientAuth::None, _) => None,
-        (_, ca) => Some(path("client_ca_file", ca)?),
+        (auth, ca) => Some(path(
+            "client_ca_file",
+            ca,
+            match auth {
+                ClientAuth::Require => "client_auth_type is RequireAndVerifyClientCert",
+                _ => "client_auth_type is VerifyClientCertIfGiven",
+            },
+        )?),
     };
     let tls13_only = match t.min_version.as_deref().unwrap_or("TLS12") {
         "" | "TLS12" => false,
@@ -287,7 +298,12 @@ mod tests {
             ),
             (
                 "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: RequireAndVerifyClientCert\n",
-                "tls_server_config.client_ca_file",
+                "tls_server_config.client_ca_file`: required when client_auth_type is \
+                 RequireAndVerifyClientCert",
+            ),
+            (
+                "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_ca_file: ca.crt\n",
+                "set, but client_auth_type is NoClientCert",
             ),
             (
                 "basic_auth_users:\n  alice: plaintext\n",

@@ -6,6 +6,11 @@
 
 pub mod auth;
 pub mod config;
+pub mod connections;
+pub mod http_metrics;
+pub mod limits;
+pub mod listener;
+pub mod rate_log;
 pub mod tls;
 
 use std::{path::Path, sync::Arc};
@@ -63,11 +68,11 @@ impl Web {
                 .is_some_and(|t| t.client_auth == ClientAuth::Require)
     }
 
-    /// `app` behind basic auth when users are configured.
-    pub fn protect(&self, app: Router) -> Router {
+    /// `app` behind basic auth when users are configured; failures are counted in `metrics`.
+    pub fn protect(&self, app: Router, metrics: &http_metrics::HttpMetrics) -> Router {
         match &self.users {
             Some(users) => app.layer(axum::middleware::from_fn_with_state(
-                Arc::clone(users),
+                (Arc::clone(users), metrics.clone()),
                 auth::require,
             )),
             None => app,

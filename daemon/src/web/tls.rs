@@ -1,7 +1,8 @@
-//! TLS with rustls (ring provider): the server config from the web config file's PEM files, a
-//! listener that handshakes off the accept loop, and the client the pre-READY self-check uses.
+//! TLS with rustls (ring provider): the server config from the web config file's PEM files
+//! (the handshake runs in each connection's task, see [`super::listener`]), and the client the
+//! pre-READY self-check uses.
 
-use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::Path, sync::Arc};
 
 use rustls::{
     DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
@@ -10,19 +11,10 @@ use rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime, pem::PemObject as _},
     server::WebPkiClientVerifier,
 };
-use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::mpsc,
-};
-use tokio_rustls::{TlsAcceptor, TlsConnector, server::TlsStream};
+use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::config::{ClientAuth, TlsFiles};
-
-/// A client that does not finish its handshake within this time is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Handshaken connections waiting for the HTTP server.
-const BACKLOG: usize = 64;
 
 /// The TLS side of the server, built once at start.
 #[derive(Clone)]
@@ -43,8 +35,8 @@ fn provider() -> Arc<CryptoProvider> {
 
 fn certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let fail = |e: &dyn std::fmt::Display| (key, format!("{}: {e}", path.display()));
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| fail(&e))?
+    let pem = read_pem(key, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| fail(&e))?;
     if certs.is_empty() {
@@ -53,12 +45,18 @@ fn certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>,
     Ok(certs)
 }
 
+/// The bytes of a PEM file, read with [`crate::files::PEM_LIMIT`].
+fn read_pem(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    crate::files::read_bounded(path, crate::files::PEM_LIMIT).map_err(|e| (key, e.to_string()))
+}
+
 impl Tls {
     /// Reads the PEM files and builds the server config (HTTP/1.1 over TLS 1.2 and 1.3, or
     /// 1.3 only).
     pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
         let chain = certs("tls_server_config.cert_file", &files.cert_file)?;
-        let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| {
+        let key_pem = read_pem("tls_server_config.key_file", &files.key_file)?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
             (
                 "tls_server_config.key_file",
                 format!("{}: {e}", files.key_file.display()),
@@ -200,77 +198,5 @@ impl ServerCertVerifier for Pinned {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
-    }
-}
-
-/// A listener for `axum::serve` that yields connections after their TLS handshake. Handshakes
-/// run in their own tasks, so a slow or silent client never holds up the others.
-pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    addr: SocketAddr,
-}
-
-impl TlsListener {
-    /// Starts accepting on `listener`; the accept task ends when this listener is dropped.
-    pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
-        let addr = listener.local_addr()?;
-        let (tx, ready) = mpsc::channel(BACKLOG);
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    () = tx.closed() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                let (tcp, peer) = match accepted {
-                    Ok(conn) => conn,
-                    Err(err) => {
-                        // As axum's own accept loop: per-connection errors are the peer's;
-                        // others (e.g. EMFILE) get a pause before the next try.
-                        tracing::debug!("accept: {err}");
-                        if !is_connection_error(&err) {
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                        }
-                        continue;
-                    }
-                };
-                let acceptor = acceptor.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = tx.send((stream, peer)).await;
-                        }
-                        Ok(Err(err)) => tracing::debug!("TLS handshake with {peer}: {err}"),
-                        Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
-                    }
-                });
-            }
-        });
-        Ok(TlsListener { ready, addr })
-    }
-}
-
-fn is_connection_error(err: &std::io::Error) -> bool {
-    use std::io::ErrorKind::*;
-    matches!(
-        err.kind(),
-        ConnectionRefused | ConnectionAborted | ConnectionReset
-    )
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept task only ends once this receiver is gone; never here.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.addr)
     }
 }

@@ -10,6 +10,7 @@ mod dirty_memory;
 mod dirty_throttle;
 mod harness;
 mod journal;
+mod map_pressure;
 mod nfs;
 mod series_budget;
 mod stalls;

@@ -36,9 +36,14 @@ pub struct Wbscope {
 impl Wbscope {
     /// Spawns `wbscope ARGS` with `envs` added, collecting stderr (its log) line by line.
     pub fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Wbscope {
-        let mut child = Command::new(binary())
-            .args(args)
-            .envs(envs.iter().copied())
+        let mut command = Command::new(binary());
+        command.args(args).envs(envs.iter().copied());
+        Wbscope::spawn_command(command)
+    }
+
+    /// Spawns `command` (which runs wbscope, e.g. through a wrapper), collecting stderr.
+    pub fn spawn_command(mut command: Command) -> Wbscope {
+        let mut child = command
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

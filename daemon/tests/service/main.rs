@@ -6,6 +6,7 @@
 
 mod clients;
 mod common;
+mod hardening;
 mod kubernetes;
 mod notify;
 mod package;

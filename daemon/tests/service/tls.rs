@@ -133,7 +133,13 @@ fn wait_ready(socket: &net::UnixDatagram, daemon: &Wbscope) -> String {
 
 /// Starts wbscope on a free port with `web.yml` and a notify socket; waits for READY=1.
 fn start(dir: &Path, web: &str) -> (Wbscope, SocketAddr, String) {
+    start_with_config(dir, web, "")
+}
+
+/// [`start`] with `config` as the TOML config file.
+fn start_with_config(dir: &Path, web: &str, config: &str) -> (Wbscope, SocketAddr, String) {
     std::fs::write(dir.join("web.yml"), web).expect("write web.yml");
+    std::fs::write(dir.join("wbscope.toml"), config).expect("write wbscope.toml");
     // The temp dir's name makes the socket name unique per test.
     let unique = dir.file_name().unwrap_or_default().to_string_lossy();
     let name = format!("wbscope-test-tls-{}-{unique}", std::process::id());
@@ -144,9 +150,18 @@ fn start(dir: &Path, web: &str) -> (Wbscope, SocketAddr, String) {
     let addr = free_addr();
     let listen = addr.to_string();
     let web_file = dir.join("web.yml").to_string_lossy().into_owned();
+    let config_file = dir.join("wbscope.toml").to_string_lossy().into_owned();
     let notify = format!("@{name}");
     let daemon = Wbscope::spawn(
-        &["run", "--listen", &listen, "--web.config.file", &web_file],
+        &[
+            "run",
+            "--config",
+            &config_file,
+            "--listen",
+            &listen,
+            "--web.config.file",
+            &web_file,
+        ],
         &[
             ("NOTIFY_SOCKET", notify.as_str()),
             ("WATCHDOG_USEC", "10000000"),
@@ -288,6 +303,61 @@ fn client_certificates_are_required_when_configured() {
         &url,
     );
     assert_eq!(code, 0, "a certificate of another CA was accepted");
+    stop(daemon);
+}
+
+#[test]
+#[ignore = "needs root and the release binary: run with cargo xtask test"]
+fn silent_and_failed_tls_clients_are_closed_and_counted() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().expect("temp dir");
+    certificates(dir.path());
+    let web = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+               client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n";
+    let (daemon, addr, _) = start_with_config(dir.path(), web, "[http]\nheader_timeout = \"1s\"\n");
+    let opened = Instant::now();
+    // Silent clients: no ClientHello at all.
+    let mut silent: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| std::net::TcpStream::connect(addr).expect("connect"))
+        .collect();
+    // Plain HTTP to the TLS port: the handshake fails.
+    for _ in 0..5 {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        s.set_read_timeout(Some(Duration::from_secs(3)))
+            .expect("timeout");
+        let mut buf = [0u8; 512];
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+    }
+    for s in &mut silent {
+        s.set_read_timeout(Some(Duration::from_secs(3)))
+            .expect("timeout");
+        let mut buf = [0u8; 64];
+        let closed =
+            matches!(s.read(&mut buf), Ok(0) | Err(_)) && opened.elapsed() < Duration::from_secs(4);
+        assert!(
+            closed,
+            "a silent TLS client still open after {:?}",
+            opened.elapsed()
+        );
+    }
+    let ca = dir.path().join("ca.crt").to_string_lossy().into_owned();
+    let cert = dir.path().join("client.crt").to_string_lossy().into_owned();
+    let key = dir.path().join("client.key").to_string_lossy().into_owned();
+    let url = format!("https://{addr}/metrics");
+    let (code, response) = curl(&["--cacert", &ca, "--cert", &cert, "--key", &key], &url);
+    assert_eq!(code, 200, "{response}");
+    let sample = |line_start: &str| {
+        response
+            .lines()
+            .find_map(|l| l.strip_prefix(line_start))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let timeouts = sample("wbscope_http_connections_closed_total{reason=\"header_timeout\"}");
+    let failures = sample("wbscope_http_auth_failures_total{method=\"tls\"}");
+    assert!(timeouts >= 20.0, "header_timeout {timeouts}");
+    assert!(failures >= 5.0, "tls failures {failures}");
     stop(daemon);
 }
 

@@ -170,6 +170,7 @@ fn example_config_lists_every_key_with_its_default() {
         stalls: _,
         metrics: _,
         web_config_file: _,
+        http: _,
     } = parsed;
     for key in [
         "listen",
@@ -183,6 +184,10 @@ fn example_config_lists_every_key_with_its_default() {
         "socket",
         "detail",
         "web_config_file",
+        "header_timeout",
+        "idle_timeout",
+        "request_timeout",
+        "max_connections",
     ] {
         assert!(
             uncommented

@@ -15,6 +15,7 @@ mod plan;
 mod procfs;
 mod report;
 mod soak;
+mod soak_load;
 mod stats;
 mod syscall;
 mod targets;
@@ -47,6 +48,10 @@ pub struct BenchArgs {
     /// Soak length in minutes; 0 skips the soak (ignored with --quick).
     #[arg(long, value_name = "MINUTES", default_value_t = 30)]
     pub soak: u64,
+    /// Only the soak (`--soak` minutes, at least 1): the other phases are skipped and the report
+    /// goes to target/bench/SOAK.md unless --out is given.
+    #[arg(long, conflicts_with = "quick")]
+    pub soak_only: bool,
     /// Interleaved A/B pairs per workload (ignored with --quick).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
     pub pairs: u64,
@@ -90,8 +95,13 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     } else {
         Plan::full(usize::try_from(args.pairs)?, args.soak)
     };
+    if args.soak_only && plan.soak_secs == 0 {
+        bail!("--soak-only needs --soak MINUTES of at least 1");
+    }
     let out = args.out.clone().unwrap_or_else(|| {
-        if args.quick {
+        if args.soak_only {
+            pins.root.join("target/bench/SOAK.md")
+        } else if args.quick {
             pins.root.join("target/bench/BENCHMARKS-quick.md")
         } else {
             pins.root.join("BENCHMARKS.md")
@@ -128,7 +138,11 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
         header: header(&ctx, &probes),
         sections: Vec::new(),
     };
-    let failures = measure_all(&ctx, &probes, &mut report);
+    let failures = if args.soak_only {
+        measure_soak(&ctx, &mut report)
+    } else {
+        measure_all(&ctx, &probes, &mut report)
+    };
     report.header.load = format!("{load_start} → {}", procfs::loadavg());
     drop(fs);
     // An interrupted run would overwrite the last complete report with a partial one.
@@ -137,7 +151,11 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     report.write(&out)?;
     println!("\n{}", report.markdown());
     println!("[bench] report written to {}", out.display());
-    let missing = report.missing(&expected_rows(&ctx.plan, &probes));
+    let mut expected = expected_rows(&ctx.plan, &probes);
+    if args.soak_only {
+        expected.retain(|r| r.starts_with("soak/"));
+    }
+    let missing = report.missing(&expected);
     if !failures.is_empty() || !missing.is_empty() {
         bail!(
             "benchmark incomplete: failed phases: [{}]; missing rows: [{}]",
@@ -146,6 +164,21 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs the soak alone (`--soak-only`). Returns the failed phase, if it failed.
+fn measure_soak(ctx: &Ctx, report: &mut Report) -> Vec<String> {
+    match soak::run(ctx) {
+        Ok(s) => {
+            report.sections.push(soak::section(&s));
+            Vec::new()
+        }
+        Err(e) => {
+            println!("[bench] phase soak FAILED: {e:#}");
+            report.sections.push(Section::failed("soak", "Soak", &e));
+            vec!["soak".to_owned()]
+        }
+    }
 }
 
 /// Runs every phase, collecting sections; a failed phase becomes a section saying so, and the
@@ -271,6 +304,10 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
             "scrapes",
             "events-dropped",
             "map-errors",
+            "rss-growth",
+            "slowloris",
+            "map-pressure",
+            "losses",
             "load",
         ] {
             rows.push(format!("soak/{r}"));

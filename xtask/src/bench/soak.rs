@@ -1,6 +1,7 @@
 //! The soak: fio with fsync, periodic `sync(2)` storms, a dirty-throttled buffered writer and 10
-//! scrapes per second, for `--soak MINUTES`; reports whether the daemon stayed up, its RSS at
-//! start and end, the worst scrape latency and what it dropped or failed to read.
+//! scrapes per second, plus a slowloris client and tmpfs map pressure (see `soak_load`), for
+//! `--soak MINUTES`; reports whether the daemon stayed up, its RSS at start, after a minute and
+//! at the end, the worst scrape latency, and whether every loss was counted.
 
 use std::fs::File;
 use std::io::Write;
@@ -13,9 +14,13 @@ use testkit::{FsKind, LoopFs, Scrape};
 
 use super::daemon::Daemon;
 use super::report::Section;
+use super::soak_load::{self, PressureCounts, SlowlorisCounts};
 use super::stats::{fmt_mib, fmt_ns, percentile};
 use super::workloads::BackgroundFio;
 use super::{Ctx, interrupt, procfs};
+
+/// RSS growth is measured from this far into the soak (allocator pools and caches warm up).
+const WARM_UP: Duration = Duration::from_secs(60);
 
 /// 10 scrapes per second.
 const SCRAPE_EVERY: Duration = Duration::from_millis(100);
@@ -40,6 +45,20 @@ pub struct Soak {
     pub map_read_errors: f64,
     pub storms: u64,
     pub throttled_bytes: u64,
+    /// RSS a minute in (0 if the soak was shorter).
+    pub rss_warm: u64,
+    pub slowloris_opened: u64,
+    pub slowloris_closed: u64,
+    /// Connections the daemon closed, by reason, and refused.
+    pub http_closed: Vec<(String, f64)>,
+    pub http_refused: f64,
+    pub pressure_rounds: u64,
+    pub pressure_fsyncs: u64,
+    /// fsyncs the daemon recorded under device="pseudo" during the soak.
+    pub pseudo_recorded: f64,
+    /// Sum of wbscope_map_overflows_total, per map where non-zero.
+    pub overflows: Vec<(String, f64)>,
+    pub scrape_errors: f64,
 }
 
 /// Runs the soak for `ctx.plan.soak_secs` seconds.
@@ -50,15 +69,33 @@ pub fn run(ctx: &Ctx) -> Result<Soak> {
     writer_fs.throttle_write_bps(WRITER_WRITE_BPS)?;
     let mut daemon = Daemon::start(&ctx.binary, &ctx.log_path("soak.log"))?;
     let rss_start = procfs::status_bytes(daemon.pid(), "VmRSS")?;
+    let first = daemon.scrape().context("first scrape of the soak")?;
     let secs = ctx.plan.soak_secs;
     let fio = BackgroundFio::spawn(&ctx.work_dir, ctx.plan.sizes, secs + 60)?;
+    let tmpfs_dir = ctx.work_dir.join("tmpfs-pressure");
     let stop = AtomicBool::new(false);
     let storms = AtomicU64::new(0);
     let written = AtomicU64::new(0);
+    let slow = SlowlorisCounts::default();
+    let pressure = PressureCounts::default();
+    let rss_warm = AtomicU64::new(0);
+    let addr = daemon.addr();
+    let pid = daemon.pid();
     let start = Instant::now();
     let scraped = thread::scope(|scope| {
         scope.spawn(|| throttled_writer(&writer_fs, &stop, &written));
         scope.spawn(|| sync_storms(ctx.plan.storm_every, &stop, &storms));
+        scope.spawn(|| soak_load::slowloris(addr, &stop, &slow));
+        scope.spawn(|| soak_load::tmpfs_pressure(&tmpfs_dir, &stop, &pressure));
+        scope.spawn(|| {
+            while start.elapsed() < WARM_UP && !stop.load(Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(200));
+            }
+            if !stop.load(Ordering::Relaxed) {
+                let rss = procfs::status_bytes(pid, "VmRSS").unwrap_or(0);
+                rss_warm.store(rss, Ordering::Relaxed);
+            }
+        });
         let result = scrape_loop(&mut daemon, Duration::from_secs(secs));
         stop.store(true, Ordering::Relaxed);
         result
@@ -70,7 +107,35 @@ pub fn run(ctx: &Ctx) -> Result<Soak> {
     let rss_end = procfs::status_bytes(daemon.pid(), "VmRSS").unwrap_or(0);
     let clean_exit = daemon.stop().is_ok();
     let last = last.context("final scrape of the soak")?;
+    let pseudo = |s: &Scrape| {
+        s.sum(
+            "wbscope_sync_call_duration_seconds_count",
+            &[("syscall", "fsync"), ("device", "pseudo")],
+        )
+    };
+    let by_label = |name: &str, label: &str| -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = last
+            .samples(name)
+            .into_iter()
+            .filter_map(|(labels, v)| Some((labels.get(label)?.clone(), v)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
     Ok(Soak {
+        rss_warm: rss_warm.load(Ordering::Relaxed),
+        slowloris_opened: slow.opened.load(Ordering::Relaxed),
+        slowloris_closed: slow.closed_by_server.load(Ordering::Relaxed),
+        http_closed: by_label("wbscope_http_connections_closed_total", "reason"),
+        http_refused: last.sum("wbscope_http_connections_refused_total", &[]),
+        pressure_rounds: pressure.rounds.load(Ordering::Relaxed),
+        pressure_fsyncs: pressure.fsyncs.load(Ordering::Relaxed),
+        pseudo_recorded: pseudo(&last) - pseudo(&first),
+        overflows: by_label("wbscope_map_overflows_total", "map")
+            .into_iter()
+            .filter(|(_, v)| *v > 0.0)
+            .collect(),
+        scrape_errors: last.sum("wbscope_scrape_errors_total", &[]),
         secs: start.elapsed().as_secs_f64(),
         stayed_up,
         clean_exit,
@@ -155,7 +220,31 @@ pub fn section(s: &Soak) -> Section {
     let mut t = Section::new("soak", "Soak", &["measurement", "value"]);
     let p = |q| percentile(&s.scrape_ns, q).map_or_else(|| "n/a".to_owned(), fmt_ns);
     let yes_no = |b: bool| if b { "yes" } else { "NO" }.to_owned();
-    let rows: [(&str, &str, String); 8] = [
+    let growth = |from: u64| {
+        if from == 0 {
+            "n/a".to_owned()
+        } else {
+            format!("{:+.1} %", (s.rss_end as f64 / from as f64 - 1.0) * 100.0)
+        }
+    };
+    let pseudo_overflow: f64 = s
+        .overflows
+        .iter()
+        .filter(|(m, _)| m == "SYNC_CALL_LATENCY_ANON")
+        .map(|(_, v)| v)
+        .sum();
+    let accounted = s.pseudo_recorded + pseudo_overflow >= s.pressure_fsyncs as f64;
+    let list = |v: &[(String, f64)]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let rows: [(&str, &str, String); 12] = [
         ("duration", "duration", format!("{:.0} s", s.secs)),
         (
             "stayed-up",
@@ -168,6 +257,17 @@ pub fn section(s: &Soak) -> Section {
             format!(
                 "{} → {}",
                 fmt_mib(s.rss_start as f64),
+                fmt_mib(s.rss_end as f64)
+            ),
+        ),
+        (
+            "rss-growth",
+            "RSS growth after the first minute (from start)",
+            format!(
+                "{} ({}): {} → {}",
+                growth(s.rss_warm),
+                growth(s.rss_start),
+                fmt_mib(s.rss_warm as f64),
                 fmt_mib(s.rss_end as f64)
             ),
         ),
@@ -195,13 +295,48 @@ pub fn section(s: &Soak) -> Section {
             format!("{}", s.map_read_errors),
         ),
         (
+            "slowloris",
+            "slowloris: connections opened / closed by the daemon; daemon's count by reason",
+            format!(
+                "{} / {}; {}; refused {}",
+                s.slowloris_opened,
+                s.slowloris_closed,
+                list(&s.http_closed),
+                s.http_refused
+            ),
+        ),
+        (
+            "map-pressure",
+            "tmpfs map pressure: fsyncs issued → recorded (device=pseudo) + overflow counted",
+            format!(
+                "{} rounds, {} fsyncs → {} + {} ({})",
+                s.pressure_rounds,
+                s.pressure_fsyncs,
+                s.pseudo_recorded,
+                pseudo_overflow,
+                if accounted {
+                    "all accounted"
+                } else {
+                    "NOT all accounted"
+                }
+            ),
+        ),
+        (
+            "losses",
+            "losses counted: map overflows by map; scrape errors",
+            format!("{}; scrape errors {}", list(&s.overflows), s.scrape_errors),
+        ),
+        (
             "load",
             "load applied",
             format!(
                 "fio randwrite+fsync throughout; {} sync storms of {STORM_THREADS} threads; \
-                 {} written by the dirty-throttled writer",
+                 {} written by the dirty-throttled writer; {} slowloris connections; \
+                 {} tmpfs per pressure round",
                 s.storms,
-                fmt_mib(s.throttled_bytes as f64)
+                fmt_mib(s.throttled_bytes as f64),
+                soak_load::SLOWLORIS_CONNECTIONS,
+                soak_load::TMPFS_PER_ROUND
             ),
         ),
     ];

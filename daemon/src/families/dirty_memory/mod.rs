@@ -158,31 +158,43 @@ impl Family for DirtyMemory {
             Some(Ok(d)) => Some(d.root.join("bdi")),
             _ => None,
         };
+        ctx.scrape_errors.register(SCRAPE_FAMILY);
         vec![Box::new(DirtyCollector {
             page_size: ctx.page_size,
             bdi_dir,
+            psi: self.psi,
             descs: describe(FAMILIES),
+            errors: ctx.scrape_errors.clone(),
         })]
     }
 }
 
+/// The family name in `wbscope_scrape_errors_total`.
+const SCRAPE_FAMILY: &str = "dirty_memory";
+
 struct DirtyCollector {
     page_size: u64,
     bdi_dir: Option<PathBuf>,
+    /// Whether the PSI file was readable at start (else it is not expected).
+    psi: bool,
     descs: Vec<Desc>,
-}
-
-/// Reads a kernel text file; a failure costs only that file's series (logged at debug level:
-/// scrapes repeat, and `wbscope check` reports what is unavailable).
-fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| tracing::debug!("reading {}: {e}", path.display()))
-        .ok()
+    errors: crate::metrics::ScrapeErrors,
 }
 
 impl DirtyCollector {
+    /// Reads a kernel text file that was there at start; a failure costs only that file's
+    /// series and is counted and logged as a scrape error.
+    fn read(&self, path: &Path) -> Option<String> {
+        std::fs::read_to_string(path)
+            .map_err(|e| {
+                self.errors
+                    .count(SCRAPE_FAMILY, &path.display().to_string(), &e)
+            })
+            .ok()
+    }
+
     fn system(&self, out: &mut Vec<MetricFamily>) {
-        if let Some(vmstat) = read(Path::new(VMSTAT)).map(|t| parse::name_values(&t)) {
+        if let Some(vmstat) = self.read(Path::new(VMSTAT)).map(|t| parse::name_values(&t)) {
             for (metric, field) in VMSTAT_METRICS {
                 let Some(pages) = vmstat.get(*field) else {
                     continue;
@@ -200,7 +212,8 @@ impl DirtyCollector {
                 out.extend(family.finish());
             }
         }
-        if let Some(total) = read(Path::new(MEMINFO))
+        if let Some(total) = self
+            .read(Path::new(MEMINFO))
             .map(|t| parse::byte_values(&t))
             .and_then(|m| m.get("MemTotal").copied())
         {
@@ -214,8 +227,13 @@ impl DirtyCollector {
         let Some(dir) = &self.bdi_dir else {
             return;
         };
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(err) => {
+                self.errors
+                    .count(SCRAPE_FAMILY, &dir.display().to_string(), &err);
+                return;
+            }
         };
         let mut families: Vec<MetricBuilder> = BDI_METRICS
             .iter()
@@ -227,8 +245,16 @@ impl DirtyCollector {
             .collect();
         bdis.sort();
         for (bdi, path) in bdis {
-            let Some(stats) = read(&path.join("stats")).map(|t| parse::byte_values(&t)) else {
-                continue;
+            let stats_path = path.join("stats");
+            let stats = match std::fs::read_to_string(&stats_path) {
+                Ok(text) => parse::byte_values(&text),
+                // A device removed between the listing and the read is not an error.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(err) => {
+                    let source = stats_path.display().to_string();
+                    self.errors.count(SCRAPE_FAMILY, &source, &err);
+                    continue;
+                }
             };
             let device = devices::label_for_bdi(&bdi);
             for ((_, field), family) in BDI_METRICS.iter().zip(families.iter_mut()) {
@@ -241,7 +267,10 @@ impl DirtyCollector {
     }
 
     fn pressure(&self, out: &mut Vec<MetricFamily>) {
-        let Some(text) = read(Path::new(PSI_IO)) else {
+        if !self.psi {
+            return;
+        }
+        let Some(text) = self.read(Path::new(PSI_IO)) else {
             return;
         };
         let (some, full) = parse::psi_totals(&text);

@@ -1,6 +1,6 @@
 //! Collectors of the sync-call family: latency histograms and sync_file_range call counts.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Mutex};
 
 use aya::{
     Ebpf,
@@ -15,15 +15,21 @@ use prometheus::{
     proto::MetricFamily,
 };
 
+use super::anonymous::{Disposition, Folded, PSEUDO_DEVICE, disposition};
 use crate::{
     families::CollectorContext,
-    kernel::devices,
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    kernel::{devices, mounts},
+    metrics::{MapErrors, ScrapeErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    probes::map_sizes::{SYNC_CALL_LATENCY, SYNC_CALL_LATENCY_ANON},
 };
 
 /// Map names in the eBPF object.
-const SYNC_CALL_LATENCY: &str = "SYNC_CALL_LATENCY";
 const SFR_CALLS: &str = "SFR_CALLS";
+
+/// The family name in `wbscope_scrape_errors_total`.
+const SCRAPE_FAMILY: &str = "sync_calls";
+
+type LatencyMap = PerCpuHashMap<MapData, SyncKey, Log2Hist>;
 
 const FAMILIES: &[(&str, &str); 2] = &[
     (
@@ -45,32 +51,70 @@ pub fn collectors(ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collec
         ebpf.take_map(name)
     };
     let latency = take(SYNC_CALL_LATENCY).and_then(|m| PerCpuHashMap::try_from(m).ok());
+    let anon = take(SYNC_CALL_LATENCY_ANON).and_then(|m| PerCpuHashMap::try_from(m).ok());
     let sfr = take(SFR_CALLS).and_then(|m| PerCpuHashMap::try_from(m).ok());
+    ctx.scrape_errors.register(SCRAPE_FAMILY);
     vec![Box::new(SyncCollector {
-        latency,
+        latency: Mutex::new(latency),
+        anon: Mutex::new((anon, Folded::default())),
         sfr,
         errors: ctx.map_errors.clone(),
+        scrape_errors: ctx.scrape_errors.clone(),
         descs: describe(FAMILIES),
     })]
 }
 
 struct SyncCollector {
-    latency: Option<PerCpuHashMap<MapData, SyncKey, Log2Hist>>,
+    /// Block devices (and sync(2), unknown devices). Locked: keys of removed devices are
+    /// deleted at scrape time.
+    latency: Mutex<Option<LatencyMap>>,
+    /// Anonymous superblocks, with what was folded into `device="pseudo"` so far.
+    anon: Mutex<(Option<LatencyMap>, Folded)>,
     sfr: Option<PerCpuHashMap<MapData, SfrKey, u64>>,
     errors: MapErrors,
+    scrape_errors: ScrapeErrors,
     descs: Vec<Desc>,
+}
+
+fn read_latency(
+    name: &'static str,
+    map: Option<&LatencyMap>,
+    errors: &MapErrors,
+) -> Option<Vec<(SyncKey, Log2Hist)>> {
+    read_per_cpu_hash(
+        name,
+        map,
+        errors,
+        |acc: &mut Log2Hist, v| acc.merge(v),
+        Log2Hist::ZERO,
+    )
+}
+
+/// Removes `key` from `map`. An event recorded on another CPU between our read and this
+/// delete (microseconds) is the only count that can be lost.
+fn forget(map: Option<&mut LatencyMap>, key: &SyncKey) {
+    if let Some(map) = map {
+        let _ = map.remove(key);
+    }
 }
 
 impl SyncCollector {
     fn latency(&self) -> Option<MetricFamily> {
-        let entries = read_per_cpu_hash(
-            SYNC_CALL_LATENCY,
-            self.latency.as_ref(),
-            &self.errors,
-            |acc: &mut Log2Hist, v| acc.merge(v),
-            Log2Hist::ZERO,
-        )?;
         let mut family = MetricBuilder::histogram(FAMILIES[0].0, FAMILIES);
+        self.block_latency(&mut family);
+        self.anonymous_latency(&mut family);
+        family.finish()
+    }
+
+    /// Block-device series; keys of devices that no longer exist are removed, so their series
+    /// disappear.
+    fn block_latency(&self, family: &mut MetricBuilder) {
+        let Ok(mut map) = self.latency.lock() else {
+            return;
+        };
+        let Some(entries) = read_latency(SYNC_CALL_LATENCY, map.as_ref(), &self.errors) else {
+            return;
+        };
         for (key, hist) in entries {
             let Some(syscall) = SyncSyscall::from_raw(key.syscall) else {
                 continue;
@@ -78,6 +122,11 @@ impl SyncCollector {
             let device = if syscall == SyncSyscall::Sync {
                 "all".to_owned()
             } else {
+                let (major, minor) = devices::split_kernel_dev(key.dev);
+                if key.dev != 0 && !devices::block_device_exists(major, minor) {
+                    forget(map.as_mut(), &key);
+                    continue;
+                }
                 devices::label_for_kernel_dev(key.dev)
             };
             family.add_log2_histogram(
@@ -85,7 +134,56 @@ impl SyncCollector {
                 &hist,
             );
         }
-        family.finish()
+    }
+
+    /// Anonymous-superblock series: writeback filesystems by device, the rest folded (see
+    /// [`super::anonymous`]).
+    fn anonymous_latency(&self, family: &mut MetricBuilder) {
+        let Ok(mut guard) = self.anon.lock() else {
+            return;
+        };
+        let (map, folded) = &mut *guard;
+        let table = match mounts::read() {
+            Ok(table) => Some(table),
+            Err(err) => {
+                // Without the mount table nothing is folded or removed this time.
+                self.scrape_errors
+                    .count(SCRAPE_FAMILY, mounts::SOURCE, &err);
+                None
+            }
+        };
+        if let Some(entries) = read_latency(SYNC_CALL_LATENCY_ANON, map.as_ref(), &self.errors) {
+            for (key, hist) in entries {
+                let Some(syscall) = SyncSyscall::from_raw(key.syscall) else {
+                    continue;
+                };
+                let (major, minor) = devices::split_kernel_dev(key.dev);
+                let Some(table) = &table else {
+                    continue;
+                };
+                match disposition(table, major, minor) {
+                    Disposition::Own => {
+                        let device = devices::label_for_kernel_dev(key.dev);
+                        family.add_log2_histogram(
+                            &[("syscall", syscall.label()), ("device", device.as_str())],
+                            &hist,
+                        );
+                    }
+                    Disposition::Fold => {
+                        folded.add(key.syscall, &hist);
+                        forget(map.as_mut(), &key);
+                    }
+                }
+            }
+        }
+        for (raw, hist) in folded.iter() {
+            if let Some(syscall) = SyncSyscall::from_raw(raw) {
+                family.add_log2_histogram(
+                    &[("syscall", syscall.label()), ("device", PSEUDO_DEVICE)],
+                    hist,
+                );
+            }
+        }
     }
 
     fn sfr_calls(&self) -> Option<MetricFamily> {

@@ -14,6 +14,7 @@ use prometheus::core::Collector;
 use super::{CollectorContext, Family, KernelInfo};
 use crate::probes::ProbeSpec;
 
+mod anonymous;
 mod collect;
 mod layout;
 

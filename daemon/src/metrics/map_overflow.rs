@@ -1,0 +1,97 @@
+//! `wbscope_map_overflows_total{map}`: events a probe could not record because their map was
+//! full (a new key found no room), and `wbscope_map_capacity{map}` for the maps sized from the
+//! host at start. See `probe_common::map_overflow` for the slots.
+
+use aya::{
+    Ebpf,
+    maps::{MapData, PerCpuArray},
+};
+use probe_common::map_overflow::MAPS;
+use prometheus::{
+    core::{Collector, Desc},
+    proto::MetricFamily,
+};
+
+use super::{MapErrors, describe, proto::MetricBuilder};
+
+/// The counters' map in the eBPF object.
+const MAP_OVERFLOWS: &str = "MAP_OVERFLOWS";
+
+const FAMILIES: &[(&str, &str)] = &[
+    (
+        "wbscope_map_overflows_total",
+        "Events not recorded because their aggregation map was full, by map. Non-zero means the \
+         series of that map are incomplete: see the README on map sizes.",
+    ),
+    (
+        "wbscope_map_capacity",
+        "Maximum keys of a map sized from the host at start (block devices, mounted filesystems).",
+    ),
+];
+
+/// Exports the overflow counters and the capacities.
+pub struct OverflowCollector {
+    counters: Option<PerCpuArray<MapData, u64>>,
+    capacities: Vec<(&'static str, u32)>,
+    errors: MapErrors,
+    descs: Vec<Desc>,
+}
+
+impl OverflowCollector {
+    /// Takes the counters' map out of `ebpf`; `capacities` are the sizes set at load.
+    pub fn take(
+        ebpf: &mut Ebpf,
+        capacities: Vec<(&'static str, u32)>,
+        errors: MapErrors,
+    ) -> OverflowCollector {
+        errors.register(MAP_OVERFLOWS);
+        let counters = ebpf
+            .take_map(MAP_OVERFLOWS)
+            .and_then(|m| PerCpuArray::try_from(m).ok());
+        OverflowCollector {
+            counters,
+            capacities,
+            errors,
+            descs: describe(FAMILIES),
+        }
+    }
+
+    fn overflows(&self) -> Option<MetricFamily> {
+        let Some(counters) = &self.counters else {
+            self.errors.count(MAP_OVERFLOWS);
+            return None;
+        };
+        let mut family = MetricBuilder::counter(FAMILIES[0].0, FAMILIES);
+        for (slot, map) in MAPS {
+            match counters.get(&slot, 0) {
+                Ok(per_cpu) => {
+                    let total = per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v));
+                    family.add_counter(&[("map", map)], total as f64);
+                }
+                Err(err) => {
+                    self.errors.count(MAP_OVERFLOWS);
+                    tracing::warn!("reading map {MAP_OVERFLOWS}: {err}");
+                    return None;
+                }
+            }
+        }
+        family.finish()
+    }
+}
+
+impl Collector for OverflowCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut capacity = MetricBuilder::gauge(FAMILIES[1].0, FAMILIES);
+        for (map, entries) in &self.capacities {
+            capacity.add_gauge(&[("map", map)], f64::from(*entries));
+        }
+        [self.overflows(), capacity.finish()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
