@@ -51,7 +51,7 @@ pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
     let stable = field_offset(&start, "stable", |n| n == 4 || n == 8)?;
     let (done, done_dev, done_fileid, done_offset) =
         dev_fileid_offset(kernel, "nfs_writeback_done")?;
-    let error = field_offset(&done, "error", |n| n == 4)?;
+    let error = reply_status(&done)?;
     f.write_dev = dev;
     f.write_fileid = fileid;
     f.write_offset = offset;
@@ -65,6 +65,17 @@ pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
     Ok(())
 }
 
+/// The reply's status in a `*_done` event: `int error` on current kernels, `int status` on older
+/// ones such as 5.10 (the
+/// RPC's `tk_status` either way: negative on error; the probes only test its sign).
+fn reply_status(done: &EventFormat) -> Result<u32, String> {
+    match field_offset(done, "error", |n| n == 4) {
+        Ok(offset) => Ok(offset),
+        Err(error) => field_offset(done, "status", |n| n == 4)
+            .map_err(|status| format!("{error}; and no `status` either: {status}")),
+    }
+}
+
 /// The COMMIT part: `nfs_initiate_commit` and `nfs_commit_done`.
 pub fn commits(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
     if let Some(why) = module_missing(kernel) {
@@ -72,7 +83,7 @@ pub fn commits(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
     }
     let (_, dev, fileid, offset) = dev_fileid_offset(kernel, "nfs_initiate_commit")?;
     let (done, done_dev, done_fileid, done_offset) = dev_fileid_offset(kernel, "nfs_commit_done")?;
-    let error = field_offset(&done, "error", |n| n == 4)?;
+    let error = reply_status(&done)?;
     f.commit_dev = dev;
     f.commit_fileid = fileid;
     f.commit_offset = offset;
