@@ -66,8 +66,8 @@ pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
 }
 
 /// The reply's status in a `*_done` event: `int error` on current kernels, `int status` on older
-/// ones such as 5.10 (the
-/// RPC's `tk_status` either way: negative on error; the probes only test its sign).
+/// ones such as 5.10 (the RPC's `tk_status` either way: negative on error; the probes only test
+/// its sign).
 fn reply_status(done: &EventFormat) -> Result<u32, String> {
     match field_offset(done, "error", |n| n == 4) {
         Ok(offset) => Ok(offset),
