@@ -12,7 +12,11 @@ use prometheus::core::Collector;
 use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
     kernel::{
-        btf::Btf, constants::task_uninterruptible, devices, layout::member_offset, task_access,
+        btf::Btf,
+        constants::{TaskState, task_uninterruptible},
+        devices,
+        layout::member_offset,
+        task_access,
     },
     metrics::hist_collector::{KeyLabels, Log2HistCollector},
     probes::ProbeSpec,
@@ -42,6 +46,8 @@ const FAMILIES: &[(&str, &str)] = &[(
 #[derive(Default)]
 pub struct WritebackWait {
     layout: Option<Result<FolioWaitLayout, String>>,
+    /// Where TASK_UNINTERRUPTIBLE's value came from (set with the layout).
+    task_state_source: &'static str,
     prev_state: Option<Result<PrevStateSource, String>>,
 }
 
@@ -66,23 +72,25 @@ fn check_wait_prototype(btf: &Btf) -> Result<(), String> {
     }
 }
 
-/// Offsets from BTF plus TASK_UNINTERRUPTIBLE from the sched_switch format.
-fn folio_wait_layout(kernel: &KernelInfo) -> Result<FolioWaitLayout, String> {
+/// Offsets from BTF plus TASK_UNINTERRUPTIBLE (see [`task_uninterruptible`]).
+fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState), String> {
     let btf: &Btf = kernel
         .btf
         .as_ref()
         .map_err(|why| format!("no kernel BTF: {why}"))?;
     check_wait_prototype(btf)?;
-    Ok(FolioWaitLayout {
+    let task_state = task_uninterruptible(kernel)?;
+    let layout = FolioWaitLayout {
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
         inode_i_mode: member_offset(btf, "inode", "i_mode", 2)?,
         inode_i_rdev: member_offset(btf, "inode", "i_rdev", 4)?,
         inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
         sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
         task_pid: member_offset(btf, "task_struct", "pid", 4)?,
-        task_uninterruptible: task_uninterruptible(kernel)?,
+        task_uninterruptible: task_state.uninterruptible,
         resolved: 1,
-    })
+    };
+    Ok((layout, task_state))
 }
 
 impl Family for WritebackWait {
@@ -95,7 +103,11 @@ impl Family for WritebackWait {
     }
 
     fn resolve(&mut self, kernel: &KernelInfo) {
-        self.layout = Some(folio_wait_layout(kernel));
+        let resolved = folio_wait_layout(kernel);
+        if let Ok((_, task_state)) = &resolved {
+            self.task_state_source = task_state.source;
+        }
+        self.layout = Some(resolved.map(|(layout, _)| layout));
         self.prev_state = Some(
             kernel
                 .btf
@@ -121,8 +133,8 @@ impl Family for WritebackWait {
         let mut lines = Vec::new();
         if let Some(Ok(l)) = &self.layout {
             lines.push(format!(
-                "TASK_UNINTERRUPTIBLE (from the sched_switch format): {:#x}",
-                l.task_uninterruptible
+                "TASK_UNINTERRUPTIBLE ({}): {:#x}",
+                self.task_state_source, l.task_uninterruptible
             ));
         }
         if let Some(Ok(source)) = &self.prev_state {
@@ -161,6 +173,7 @@ mod tests {
             panic!("unresolved: {:?}", family.layout);
         };
         assert!(layout.task_uninterruptible.is_power_of_two());
+        assert_eq!(family.task_state_source, "from the sched_switch format");
         // `address_space.host` is the first member, so its offset may well be 0.
         assert!(layout.task_pid > 0 && layout.inode_i_sb > 0);
     }

@@ -67,13 +67,36 @@ pub fn hz_from_samples(a: (u64, u64), b: (u64, u64)) -> Option<u32> {
     Some(snapped.unwrap_or(measured.round() as u32))
 }
 
+/// `TASK_UNINTERRUPTIBLE` and where its value came from (for `wbscope check`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskState {
+    pub uninterruptible: u32,
+    pub source: &'static str,
+}
+
+/// The bit every Linux release has used for `TASK_UNINTERRUPTIBLE` (include/linux/sched.h).
+/// Taken only where the kernel's own table cannot be read (no tracefs, and no capability to
+/// mount it): the tp_btf probes need no tracefs otherwise, and this bit has never moved.
+const TASK_UNINTERRUPTIBLE_WITHOUT_TRACEFS: u32 = 0x2;
+
 /// The value of `TASK_UNINTERRUPTIBLE`, from the `sched:sched_switch` print format, which lists
-/// the task-state bits in a `__print_flags` table (`{ 0x00000002, "D" }`).
-pub fn task_uninterruptible(kernel: &KernelInfo) -> Result<u32, String> {
-    let format = kernel.event_format("sched", "sched_switch")?;
+/// the task-state bits in a `__print_flags` table (`{ 0x00000002, "D" }`). Without a readable
+/// format (no tracefs), Linux's fixed value, said so in the source; a format that is readable
+/// but has no "D" entry is an error (a kernel we do not understand).
+pub fn task_uninterruptible(kernel: &KernelInfo) -> Result<TaskState, String> {
+    let Ok(format) = kernel.event_format("sched", "sched_switch") else {
+        return Ok(TaskState {
+            uninterruptible: TASK_UNINTERRUPTIBLE_WITHOUT_TRACEFS,
+            source: "Linux's fixed value: the sched_switch format is not readable",
+        });
+    };
     print_flag_value(&format.print_fmt, "D")
         .and_then(|v| u32::try_from(v).ok())
         .filter(|v| *v != 0)
+        .map(|uninterruptible| TaskState {
+            uninterruptible,
+            source: "from the sched_switch format",
+        })
         .ok_or_else(|| "sched_switch print format has no \"D\" task state entry".to_owned())
 }
 

@@ -413,11 +413,22 @@ fn without_tracefs_and_cap_sys_admin_the_btf_tracepoints_still_attach() {
     .unwrap_or_else(|| panic!("/metrics answers without tracefs; log:\n{}", daemon.log()));
     let s = Scrape::parse(&text).expect("parse");
     let attached = |probe: &str| s.sum("wbscope_probe_attached", &[("probe", probe)]);
+    // Every tp_btf probe of this kernel: none of them needs tracefs.
     for btf in [
-        "block_rq_issue",
-        "block_rq_complete",
-        "jbd2_start_commit",
+        "io_uring_submit_req",
         "io_uring_complete",
+        "jbd2_start_commit",
+        "jbd2_end_commit",
+        "writeback_single_inode_start",
+        "writeback_single_inode",
+        "ext4_writepages_result",
+        "wbc_writepage",
+        "block_rq_issue",
+        "block_rq_requeue",
+        "block_rq_complete",
+        "block_bio_queue",
+        "folio_wait_writeback",
+        "folio_wait_sched_switch",
     ] {
         assert_eq!(attached(btf), 1.0, "tp_btf {btf}; log:\n{}", daemon.log());
     }

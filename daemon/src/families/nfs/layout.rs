@@ -65,14 +65,19 @@ pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
     Ok(())
 }
 
-/// The reply's status in a `*_done` event: `int error` on current kernels, `int status` on older
-/// ones such as 5.10 (the RPC's `tk_status` either way: negative on error; the probes only test
-/// its sign).
+/// The reply's status in a `*_done` event: `int error` (the RPC's `tk_status`, negative on
+/// error; the probes only test its sign). Older kernels such as 5.10 call it `status`: there the
+/// NFS probes stay off on purpose. With them attached through `status`, a 5.10 guest soft-locked
+/// for minutes in wbscope's detach thread after the random-writes test; until that is
+/// understood, not attaching is the safe answer.
 fn reply_status(done: &EventFormat) -> Result<u32, String> {
     match field_offset(done, "error", |n| n == 4) {
         Ok(offset) => Ok(offset),
-        Err(error) => field_offset(done, "status", |n| n == 4)
-            .map_err(|status| format!("{error}; and no `status` either: {status}")),
+        Err(error) if done.require("status").is_ok() => Err(format!(
+            "{error} (this kernel's `status` variant is not used: detaching the NFS probes \
+             soft-locked a 5.10 guest)"
+        )),
+        Err(error) => Err(error),
     }
 }
 
