@@ -11,7 +11,7 @@ use rustls::{
         danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     },
     crypto::CryptoProvider,
-    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject as _},
+    pki_types::{CertificateDer, ServerName, UnixTime},
 };
 
 use super::ClientError;
@@ -47,13 +47,7 @@ pub fn client_config(
                 Path::new(SYSTEM_BUNDLE),
             ),
         };
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| setup(&what, e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| setup(&what, e))?;
-        if certs.is_empty() {
-            return Err(setup(&what, "no PEM certificate in the file"));
-        }
+        let certs = crate::web::tls::pem_certificates(path).map_err(|e| setup(&what, e))?;
         let mut roots = RootCertStore::empty();
         // Certificates that are not valid CAs stay usable as pinned leaves.
         let (_added, _ignored) = roots.add_parsable_certificates(certs.iter().cloned());

@@ -34,13 +34,22 @@ fn provider() -> Arc<CryptoProvider> {
 }
 
 fn certs(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let fail = |e: &dyn std::fmt::Display| (key, format!("{}: {e}", path.display()));
-    let pem = read_pem(key, path)?;
+    pem_certificates(path).map_err(|message| (key, message))
+}
+
+/// The certificates of a PEM file (read with [`crate::files::PEM_LIMIT`]), at least one; the
+/// error names the file. Shared by the server's files and the client's CA file.
+pub fn pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem =
+        crate::files::read_bounded(path, crate::files::PEM_LIMIT).map_err(|e| e.to_string())?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     if certs.is_empty() {
-        return Err(fail(&"no PEM certificate in the file"));
+        return Err(format!(
+            "{}: no PEM certificate in the file",
+            path.display()
+        ));
     }
     Ok(certs)
 }
