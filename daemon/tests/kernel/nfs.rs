@@ -29,11 +29,11 @@ fn set_up() -> Option<(NfsLoopback, TestDaemon)> {
         eprintln!("SKIPPED: {why}");
         return None;
     }
-    // The nfs module is loaded (`unavailable` checked), so its tracepoints exist now. The daemon
-    // starts while nfsd's grace period runs, and the mount waits for what is left of it.
-    let mut nfs = NfsLoopback::new();
+    // The nfs module is loaded (`unavailable` checked), so its tracepoints exist now, and the
+    // daemon knows whether its NFS probes attach before any NFS is set up: where they do not
+    // (5.10), the test skips without ever starting a server or mounting, so nothing of the NFS
+    // stack runs on a kernel the test cannot measure.
     let daemon = TestDaemon::start();
-    nfs.mount();
     if [
         "nfs_initiate_write",
         "nfs_initiate_commit",
@@ -44,6 +44,8 @@ fn set_up() -> Option<(NfsLoopback, TestDaemon)> {
     {
         return None;
     }
+    let mut nfs = NfsLoopback::new();
+    nfs.mount();
     Some((nfs, daemon))
 }
 

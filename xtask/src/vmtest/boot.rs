@@ -6,6 +6,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,9 @@ pub struct Boot<'a> {
     pub timeout: Duration,
     /// Where the serial console output is written.
     pub log: &'a Path,
+    /// How long the console may stay silent before the guest is taken for dead (longer than
+    /// the guest's own per-test watchdog, which prints when it fires).
+    pub silence_limit: Duration,
 }
 
 /// Where Debian's C virtiofsd lives (shipped in qemu-system-common).
@@ -83,16 +87,44 @@ pub fn run(boot: &Boot) -> Result<String> {
     let stdout = qemu.stdout.take().context("qemu stdout")?;
     let mut log = fs::File::create(boot.log).with_context(|| format!("{}", boot.log.display()))?;
     let mut console = String::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap_or_default();
-        // The serial console ends lines with CR LF.
-        let line = line.trim_end_matches('\r');
-        println!("  | {line}");
-        let _ = writeln!(log, "{line}");
-        console.push_str(line);
-        console.push('\n');
+    // The console is read on its own thread so that this one can notice a dead guest: a kernel
+    // that locked up (or whose watchdog already reported a lockup) would otherwise hold the run
+    // until the whole boot's `timeout`, which covers every test's own limit.
+    let (lines, received) = mpsc::channel::<String>();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap_or_default();
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut dead = DeadGuest::new(boot.silence_limit);
+    loop {
+        match received.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) => {
+                // The serial console ends lines with CR LF.
+                let line = line.trim_end_matches('\r');
+                println!("  | {line}");
+                let _ = writeln!(log, "{line}");
+                console.push_str(line);
+                console.push('\n');
+                dead.saw(line);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some(why) = dead.verdict() {
+            println!("  | @@VMTEST {why}; stopping QEMU");
+            console.push_str(&format!("@@VMTEST {why}; QEMU stopped\n"));
+            // SAFETY: kill(2) on the pid of our own child (`timeout`, which passes SIGTERM on to
+            // QEMU), not reaped yet.
+            unsafe { libc::kill(qemu.id() as i32, libc::SIGTERM) };
+            break;
+        }
     }
     let status = qemu.wait().context("wait for qemu")?;
+    let _ = reader.join();
     if status.code() == Some(124) || status.code() == Some(137) {
         console.push_str(&format!(
             "@@VMTEST timeout after {} s\n",
@@ -175,4 +207,93 @@ pub fn scratch_disk(path: &Path, size_mib: u64) -> Result<PathBuf> {
         .arg(path)
         .run()?;
     Ok(path.to_owned())
+}
+
+/// What the kernel prints when it has locked up: after one of these the guest rarely recovers.
+const LOCKUP_MARKERS: &[&str] = &[
+    "soft lockup - CPU#",
+    "rcu_sched self-detected stall",
+    "rcu: INFO: rcu_sched detected stalls",
+    "Kernel panic - not syncing",
+];
+
+/// Time the kernel gets after a lockup report to print the rest of its traces.
+const LOCKUP_GRACE: Duration = Duration::from_secs(60);
+
+/// Tells a guest that is dead (silent too long, or locked up) from one that is slow.
+struct DeadGuest {
+    silence_limit: Duration,
+    last_line: Instant,
+    lockup_since: Option<(Instant, String)>,
+}
+
+impl DeadGuest {
+    fn new(silence_limit: Duration) -> DeadGuest {
+        DeadGuest {
+            silence_limit,
+            last_line: Instant::now(),
+            lockup_since: None,
+        }
+    }
+
+    fn saw(&mut self, line: &str) {
+        self.last_line = Instant::now();
+        if self.lockup_since.is_none()
+            && let Some(marker) = LOCKUP_MARKERS.iter().find(|m| line.contains(*m))
+        {
+            self.lockup_since = Some((Instant::now(), (*marker).to_owned()));
+        }
+    }
+
+    /// Why the guest counts as dead, once it does.
+    fn verdict(&self) -> Option<String> {
+        if let Some((since, marker)) = &self.lockup_since
+            && since.elapsed() > LOCKUP_GRACE
+        {
+            return Some(format!(
+                "guest kernel reported \"{marker}\" {} s ago",
+                since.elapsed().as_secs()
+            ));
+        }
+        let silent = self.last_line.elapsed();
+        (silent > self.silence_limit)
+            .then(|| format!("guest console silent for {} s", silent.as_secs()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ago(secs: u64) -> Instant {
+        Instant::now()
+            .checked_sub(Duration::from_secs(secs))
+            .expect("clock far enough from its start")
+    }
+
+    #[test]
+    fn a_slow_guest_is_not_dead_a_silent_one_is() {
+        let mut guest = DeadGuest::new(Duration::from_secs(420));
+        guest.saw("test nfs::x ... ok");
+        assert_eq!(guest.verdict(), None);
+        guest.last_line = ago(421);
+        assert_eq!(
+            guest.verdict().as_deref(),
+            Some("guest console silent for 421 s")
+        );
+    }
+
+    #[test]
+    fn a_lockup_report_gets_its_grace_then_ends_the_boot() {
+        let mut guest = DeadGuest::new(Duration::from_secs(420));
+        guest.saw("[  812.1] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [wbscope:311]");
+        assert_eq!(guest.verdict(), None, "the traces that follow are wanted");
+        let marker = guest.lockup_since.take().map(|(_, m)| m);
+        guest.lockup_since = marker.map(|m| (ago(61), m));
+        guest.saw("[  834.1] watchdog: BUG: soft lockup - CPU#1 stuck for 44s!");
+        assert_eq!(
+            guest.verdict().as_deref(),
+            Some("guest kernel reported \"soft lockup - CPU#\" 61 s ago")
+        );
+    }
 }

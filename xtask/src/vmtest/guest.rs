@@ -41,7 +41,7 @@ const TEST_MODULES: &[&str] = &["loop", "xfs", "mq-deadline", "bfq", "nfsd", "nf
 const NFS_HELPERS_ENV: &str = "WBSCOPE_NFS_HELPERS";
 
 /// Seconds `wbscope check` may take (it loads and attaches every probe: about 10 s under TCG).
-const CHECK_TIMEOUT: u64 = 180;
+pub const CHECK_TIMEOUT: u64 = 180;
 
 /// Shell functions of the guest script. `run_test NAME` runs one test in its own session with a
 /// watchdog: past `$LIMIT` seconds it prints the guest's stuck tasks (state, kernel stack),

@@ -82,6 +82,11 @@ const BOOT_AND_CHECK_SECS: u64 = 300;
 /// starting the next test.
 const PER_TEST_SLACK_SECS: u64 = 30;
 
+/// How much longer than the longest guest-side limit (a test's, or `wbscope check`'s) the console
+/// may stay silent before the guest is taken for dead: the guest's watchdog prints when its
+/// limit passes, so silence beyond that means the guest no longer runs.
+const SILENCE_SLACK_SECS: u64 = 120;
+
 /// Arguments of `cargo xtask vmtest`.
 #[derive(clap::Args, Debug)]
 pub struct VmtestArgs {
@@ -207,6 +212,9 @@ fn boot_one(
             BOOT_AND_CHECK_SECS + tests.len() as u64 * (args.test_timeout + PER_TEST_SLACK_SECS)
         })),
         log: &log,
+        silence_limit: Duration::from_secs(
+            args.test_timeout.max(guest::CHECK_TIMEOUT) + SILENCE_SLACK_SECS,
+        ),
     };
     let mut console = boot::run(&boot)?;
     // Under TCG with two vCPUs the kernel now and then oopses on an int3 while it patches its own

@@ -149,8 +149,8 @@ impl NfsLoopback {
         Ok(())
     }
 
-    /// Mounts the export, once nfsd's grace period is over. Apart from `new` so that callers
-    /// can spend the grace period on something else (starting the daemon).
+    /// Mounts the export, once nfsd's grace period is over (ended at once where the kernel
+    /// allows it, else waited out).
     pub fn mount(&mut self) {
         if let Err(why) = self.try_mount() {
             panic!("NFS loopback mount: {why}");
