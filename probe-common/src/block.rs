@@ -259,3 +259,11 @@ mod tests {
         );
     }
 }
+
+/// Maps of the block family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const BLOCK_RQ_STATS: &str = "BLOCK_RQ_STATS";
+    pub const BLOCK_BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
+    pub const BLOCK_INFLIGHT: &str = "BLOCK_INFLIGHT";
+}

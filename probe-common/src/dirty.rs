@@ -76,3 +76,13 @@ pub mod globals {
     pub const DIRTY_THROTTLE_FMT: &str = "DIRTY_THROTTLE_FMT";
     pub const FOLIO_WAIT_LAYOUT: &str = "FOLIO_WAIT_LAYOUT";
 }
+
+/// Maps of the dirty-throttle and writeback-wait families: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const DIRTY_THROTTLE_PAUSE: &str = "DIRTY_THROTTLE_PAUSE";
+    pub const WRITEBACK_WAIT: &str = "WRITEBACK_WAIT";
+    pub const FOLIO_WAITS: &str = "FOLIO_WAITS";
+    pub const FOLIO_WAITS_PENDING: &str = "FOLIO_WAITS_PENDING";
+    pub const FOLIO_WAIT_BUCKETS: &str = "FOLIO_WAIT_BUCKETS";
+}

@@ -64,3 +64,10 @@ user_pod!(JournalFormat, CommitKey, JournalKey);
 
 /// Name of the load-time global holding [`JournalFormat`].
 pub const JOURNAL_FMT: &str = "JOURNAL_FMT";
+
+/// Maps of the journal family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const COMMITS_INFLIGHT: &str = "COMMITS_INFLIGHT";
+    pub const JOURNAL_COMMIT_LATENCY: &str = "JOURNAL_COMMIT_LATENCY";
+}

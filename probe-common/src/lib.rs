@@ -14,6 +14,7 @@ pub mod journal;
 pub mod layout;
 pub mod map_overflow;
 pub mod nfs;
+pub mod object_names;
 pub mod stall;
 pub mod submission;
 pub mod sync_call;

@@ -43,3 +43,9 @@ pub const SLOTS: u32 = 16;
 pub const fn is_anonymous_dev(dev: u32) -> bool {
     dev != 0 && dev >> 20 == 0
 }
+
+/// The map of lost-key counters: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const MAP_OVERFLOWS: &str = "MAP_OVERFLOWS";
+}

@@ -179,3 +179,11 @@ pub mod globals {
     /// Per-CPU `NfsCommitKey → NfsCommitStats`.
     pub const NFS_COMMITS: &str = "NFS_COMMITS";
 }
+
+/// Maps of the NFS family that only the probes use (the two the daemon reads are in
+/// `globals`); `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const NFS_WRITES_INFLIGHT: &str = "NFS_WRITES_INFLIGHT";
+    pub const NFS_COMMITS_INFLIGHT: &str = "NFS_COMMITS_INFLIGHT";
+    pub const NFS_PASS_MODE: &str = "NFS_PASS_MODE";
+}

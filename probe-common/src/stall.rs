@@ -193,6 +193,7 @@ pub mod names {
     pub const STALL_CONFIG: &str = "STALL_CONFIG";
     pub const STALL_DROPS: &str = "STALL_DROPS";
     pub const STALL_LAYOUT: &str = "STALL_LAYOUT";
+    pub const DEV_BUSY: &str = "DEV_BUSY";
 }
 
 /// Size of the `STALL_EVENTS` ring buffer (a power of two, a multiple of the page size): about

@@ -222,3 +222,11 @@ mod tests {
         );
     }
 }
+
+/// Maps of the submissions family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const WB_SUBMISSIONS: &str = "WB_SUBMISSIONS";
+    pub const FLUSHER_INODE: &str = "FLUSHER_INODE";
+    pub const PASSES: &str = "PASSES";
+}

@@ -153,3 +153,13 @@ mod tests {
         assert_eq!(sfr_flags_label(8), "invalid");
     }
 }
+
+/// Maps of the sync-call family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const SYNC_INFLIGHT: &str = "SYNC_INFLIGHT";
+    pub const SYNC_CALL_LATENCY: &str = "SYNC_CALL_LATENCY";
+    pub const SYNC_CALL_LATENCY_ANON: &str = "SYNC_CALL_LATENCY_ANON";
+    pub const SFR_CALLS: &str = "SFR_CALLS";
+    pub const URING_INFLIGHT: &str = "URING_INFLIGHT";
+}

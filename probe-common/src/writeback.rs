@@ -76,3 +76,10 @@ pub struct FlusherItem {
 const _: () = assert!(core::mem::size_of::<FlusherItem>() == 24 + 16 + 24);
 
 user_pod!(WbKey, WbStats, FlusherItem);
+
+/// Maps of the writeback-work family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
+    pub const WB_WORK_STATS: &str = "WB_WORK_STATS";
+    pub const FLUSHER_ITEMS: &str = "FLUSHER_ITEMS";
+}

@@ -25,8 +25,8 @@ const PROBES: &[ProbeSpec] = &[ProbeSpec::tracepoint(
     "balance_dirty_pages",
 )];
 
-/// Map name in the eBPF object.
-const DIRTY_THROTTLE_PAUSE: &str = "DIRTY_THROTTLE_PAUSE";
+// The object names its maps after these (checked by `probes::object_names`).
+use probe_common::dirty::maps::DIRTY_THROTTLE_PAUSE;
 
 /// Nanoseconds per unit of the tracepoint's `pause`: the task sleeps `pause` jiffies, and
 /// `TP_fast_assign` records `__entry->pause = pause * 1000 / HZ`, milliseconds, as it has since

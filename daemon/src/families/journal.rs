@@ -25,7 +25,7 @@ const PROBES: &[ProbeSpec] = &[
     ProbeSpec::tracepoint("xlog_iclog_sync_done", "xfs", "xlog_iclog_sync_done"),
 ];
 
-const JOURNAL_COMMIT_LATENCY: &str = "JOURNAL_COMMIT_LATENCY";
+use probe_common::journal::maps::JOURNAL_COMMIT_LATENCY;
 
 /// The journal family.
 #[derive(Default)]

@@ -36,8 +36,8 @@ const PROBES: &[ProbeSpec] = &[
     ProbeSpec::btf_tracepoint("wbc_writepage", "wbc_writepage"),
 ];
 
-/// Map name in the eBPF object.
-const WB_SUBMISSIONS: &str = "WB_SUBMISSIONS";
+// The object names its maps after these (checked by `probes::object_names`).
+use probe_common::submission::maps::WB_SUBMISSIONS;
 
 /// The writeback-submissions family.
 #[derive(Default)]

@@ -45,8 +45,8 @@ const PROBES: &[ProbeSpec] = &[
     ),
 ];
 
-/// Map name in the eBPF object.
-const WB_WORK_STATS: &str = "WB_WORK_STATS";
+// The object names its maps after these (checked by `probes::object_names`).
+use probe_common::writeback::maps::WB_WORK_STATS;
 
 /// The flusher-work family.
 #[derive(Default)]

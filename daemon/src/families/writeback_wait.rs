@@ -33,8 +33,8 @@ const PROBES: &[ProbeSpec] = &[
     ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch"),
 ];
 
-/// Map name in the eBPF object.
-const WRITEBACK_WAIT: &str = "WRITEBACK_WAIT";
+// The object names its maps after these (checked by `probes::object_names`).
+use probe_common::dirty::maps::WRITEBACK_WAIT;
 
 const FAMILIES: &[(&str, &str)] = &[(
     "wbscope_writeback_wait_duration_seconds",

@@ -14,8 +14,8 @@ use prometheus::{
 
 use super::{MapErrors, describe, proto::MetricBuilder};
 
-/// The counters' map in the eBPF object.
-const MAP_OVERFLOWS: &str = "MAP_OVERFLOWS";
+// The object names its maps after these (checked by `probes::object_names`).
+use probe_common::map_overflow::maps::MAP_OVERFLOWS;
 
 const FAMILIES: &[(&str, &str)] = &[
     (

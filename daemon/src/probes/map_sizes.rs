@@ -10,9 +10,9 @@ use probe_common::{map_overflow::is_anonymous_dev, sync_call::SyncSyscall};
 use crate::kernel::mounts;
 
 /// Block-device sync-call latency: (call, device) keys.
-pub const SYNC_CALL_LATENCY: &str = "SYNC_CALL_LATENCY";
+pub use probe_common::sync_call::maps::SYNC_CALL_LATENCY;
 /// Anonymous-superblock sync-call latency (tmpfs, overlay, btrfs…).
-pub const SYNC_CALL_LATENCY_ANON: &str = "SYNC_CALL_LATENCY_ANON";
+pub use probe_common::sync_call::maps::SYNC_CALL_LATENCY_ANON;
 
 /// Bounds of the block-device map: 1024..=16384 keys (a Log2Hist per CPU each).
 const BLOCK_MIN: u32 = 1024;

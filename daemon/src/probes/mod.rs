@@ -5,6 +5,8 @@ pub mod detach;
 pub mod floor;
 pub mod loader;
 pub mod map_sizes;
+#[cfg(test)]
+mod object_names;
 
 pub use catalog::{Hook, ProbeSpec};
 pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};

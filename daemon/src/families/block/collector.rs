@@ -21,9 +21,9 @@ use crate::{
     metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
 };
 
-/// Map names in the eBPF object.
-pub const RQ_STATS: &str = "BLOCK_RQ_STATS";
-pub const BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
+// The object names its maps after these (checked by `probes::object_names`).
+pub use probe_common::block::maps::BLOCK_BIO_COUNTS as BIO_COUNTS;
+pub use probe_common::block::maps::BLOCK_RQ_STATS as RQ_STATS;
 
 const REQUESTS: &str = "wbscope_block_requests_total";
 const BYTES: &str = "wbscope_block_request_bytes_total";

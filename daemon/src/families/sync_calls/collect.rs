@@ -23,8 +23,8 @@ use crate::{
     probes::map_sizes::{SYNC_CALL_LATENCY, SYNC_CALL_LATENCY_ANON},
 };
 
-/// Map names in the eBPF object.
-const SFR_CALLS: &str = "SFR_CALLS";
+// The object names its maps after these (checked by `probes::object_names`).
+use probe_common::sync_call::maps::SFR_CALLS;
 
 /// The family name in `wbscope_scrape_errors_total`.
 const SCRAPE_FAMILY: &str = "sync_calls";
