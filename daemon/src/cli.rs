@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::LogFormat;
+use crate::config::{ConfigArg, LogFormat};
 
 /// wbscope: why did this fsync stall? Writeback, block and sync-call observability with eBPF.
 #[derive(Debug, Parser)]
@@ -22,14 +22,6 @@ pub struct Cli {
     /// The options of `run`, which is also the default when no subcommand is named.
     #[command(flatten)]
     pub run: RunArgs,
-}
-
-/// `--config`, shared by every subcommand that reads the configuration file.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct ConfigArg {
-    /// TOML configuration file (unknown keys are rejected).
-    #[arg(long, value_name = "PATH")]
-    pub config: Option<PathBuf>,
 }
 
 /// Logging flags of the subcommands that log (`run`, `check`).

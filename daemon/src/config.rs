@@ -13,6 +13,15 @@ use serde::Deserialize;
 
 pub use location::Location;
 
+/// `--config`, shared by every subcommand that reads the configuration file (here rather than
+/// in `cli`, which the subcommands' own argument types are part of).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigArg {
+    /// TOML configuration file (unknown keys are rejected).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
 /// Default port. Prometheus' default port allocation list has assigned every port of 9100–9999,
 /// so wbscope uses one outside that range.
 pub const DEFAULT_PORT: u16 = 19617;

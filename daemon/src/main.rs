@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use wbscope::{
     Config,
-    cli::{CheckArgs, Cli, Command, ConfigArg, LogArgs, RunArgs},
-    config::{LogLevel, parse_listen},
+    cli::{CheckArgs, Cli, Command, LogArgs, RunArgs},
+    config::{ConfigArg, LogLevel, parse_listen},
 };
 
 fn main() -> ExitCode {

@@ -23,8 +23,8 @@ use super::{
 };
 use crate::{
     Config,
-    cli::ConfigArg,
     client::{ClientArgs, Endpoint},
+    config::ConfigArg,
     daemon::load_families,
     privileges::require_bpf_privileges,
 };

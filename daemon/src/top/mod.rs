@@ -21,8 +21,8 @@ pub mod text;
 use std::{io::IsTerminal as _, time::Duration};
 
 use crate::{
-    cli::ConfigArg,
     client::{ClientArgs, Endpoint},
+    config::ConfigArg,
     stalls::duration::parse_duration_ns,
 };
 
