@@ -360,7 +360,7 @@ fn parse_format(text: &str) -> Result<EventFormat, (usize, String)> {
         } else if let Some(v) = line.strip_prefix("print fmt:") {
             print_fmt = v.trim().to_owned();
         } else if line.starts_with("field:") {
-            fields.push(parse_field(line).map_err(err)?);
+            fields.push(parse_field(line).map_err(|e| err(e.to_string()))?);
         }
         // Other lines ("format:", blanks) carry no data; unknown ones are tolerated so a
         // future kernel adding a line does not break the daemon.
@@ -380,18 +380,44 @@ fn parse_format(text: &str) -> Result<EventFormat, (usize, String)> {
     })
 }
 
+/// What is wrong with one `field:` line of a format file.
+#[derive(Debug, thiserror::Error)]
+enum FieldError {
+    #[error("expected key:value, got `{0}`")]
+    NotKeyValue(String),
+    #[error("bad {key} `{value}`: {cause}")]
+    BadNumber {
+        key: String,
+        value: String,
+        cause: std::num::ParseIntError,
+    },
+    #[error("missing field declaration")]
+    NoDeclaration,
+    #[error("no field name in `{0}`")]
+    NoName(String),
+    #[error("field `{declaration}` has no {what}")]
+    Missing {
+        declaration: String,
+        what: &'static str,
+    },
+}
+
 /// Parses `field:<decl>;\toffset:N;\tsize:N;\tsigned:N;`.
-fn parse_field(line: &str) -> Result<FormatField, String> {
+fn parse_field(line: &str) -> Result<FormatField, FieldError> {
     let (mut declaration, mut offset, mut size, mut signed) = (None, None, None, false);
     for part in line.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         let (key, value) = part
             .split_once(':')
-            .ok_or_else(|| format!("expected key:value, got `{part}`"))?;
+            .ok_or_else(|| FieldError::NotKeyValue(part.to_owned()))?;
         let number = || {
             value
                 .trim()
                 .parse::<u32>()
-                .map_err(|e| format!("bad {key} `{value}`: {e}"))
+                .map_err(|cause| FieldError::BadNumber {
+                    key: key.to_owned(),
+                    value: value.to_owned(),
+                    cause,
+                })
         };
         match key.trim() {
             "field" => declaration = Some(value.trim().to_owned()),
@@ -401,13 +427,16 @@ fn parse_field(line: &str) -> Result<FormatField, String> {
             _ => {} // Tolerate attributes added by future kernels.
         }
     }
-    let declaration = declaration.ok_or("missing field declaration")?;
-    let name =
-        field_name(&declaration).ok_or_else(|| format!("no field name in `{declaration}`"))?;
+    let declaration = declaration.ok_or(FieldError::NoDeclaration)?;
+    let name = field_name(&declaration).ok_or_else(|| FieldError::NoName(declaration.clone()))?;
+    let missing = |what| FieldError::Missing {
+        declaration: declaration.clone(),
+        what,
+    };
     Ok(FormatField {
         name,
-        offset: offset.ok_or_else(|| format!("field `{declaration}` has no offset"))?,
-        size: size.ok_or_else(|| format!("field `{declaration}` has no size"))?,
+        offset: offset.ok_or_else(|| missing("offset"))?,
+        size: size.ok_or_else(|| missing("size"))?,
         declaration,
         signed,
     })

@@ -56,9 +56,10 @@ impl RawStalls {
         let d = StallsConfig::default();
         let duration = |key: &'static str, v: Option<String>, default: u64| match v {
             None => Ok(default),
-            Some(s) => {
-                parse_duration_ns(&s).map_err(|message| ConfigError::Invalid { key, message })
-            }
+            Some(s) => parse_duration_ns(&s).map_err(|e| ConfigError::Invalid {
+                key,
+                message: e.to_string(),
+            }),
         };
         Ok(StallsConfig {
             threshold_ns: duration("stalls.threshold", self.threshold, d.threshold_ns)?,

@@ -15,7 +15,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    duration::parse_min_ns,
+    duration::{DurationError, parse_min_ns},
     event::{Stall, parse_rfc3339, unix_now_ns},
     recorder::{Filter, Recorder},
 };
@@ -52,25 +52,33 @@ pub fn router(state: Arc<StallState>) -> Router {
         .with_state(state)
 }
 
+/// Which query parameter is wrong, and why (the 400 answer's body).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("since: '{0}' is not a finite number of seconds")]
+    SinceNotFinite(String),
+    #[error("since: '{0}' is negative")]
+    SinceNegative(String),
+    #[error("since: '{0}' is neither seconds nor RFC 3339")]
+    SinceUnreadable(String),
+    #[error("min: {0}")]
+    Min(#[from] DurationError),
+}
+
 /// Turns the query into a filter, or says which parameter is wrong.
-pub fn filter(q: StallQuery, now_unix_ns: u64) -> Result<Filter, String> {
+pub fn filter(q: StallQuery, now_unix_ns: u64) -> Result<Filter, QueryError> {
     let since_unix_ns = match q.since {
         None => None,
         Some(s) => match s.parse::<f64>() {
-            Ok(secs) if !secs.is_finite() => {
-                return Err(format!("since: '{s}' is not a finite number of seconds"));
-            }
+            Ok(secs) if !secs.is_finite() => return Err(QueryError::SinceNotFinite(s)),
             Ok(secs) if secs >= 0.0 => Some(now_unix_ns.saturating_sub((secs * 1e9) as u64)),
-            Ok(_) => return Err(format!("since: '{s}' is negative")),
-            Err(_) => Some(
-                parse_rfc3339(&s)
-                    .ok_or_else(|| format!("since: '{s}' is neither seconds nor RFC 3339"))?,
-            ),
+            Ok(_) => return Err(QueryError::SinceNegative(s)),
+            Err(_) => Some(parse_rfc3339(&s).ok_or(QueryError::SinceUnreadable(s))?),
         },
     };
     let min_ns = match q.min {
         None => None,
-        Some(m) => Some(parse_min_ns(&m).map_err(|e| format!("min: {e}"))?),
+        Some(m) => Some(parse_min_ns(&m)?),
     };
     Ok(Filter {
         since_unix_ns,
@@ -85,7 +93,7 @@ async fn stalls(State(state): State<Arc<StallState>>, query: Query<StallQuery>) 
     let now = unix_now_ns();
     let filter = match filter(query.0, now) {
         Ok(f) => f,
-        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+        Err(why) => return (StatusCode::BAD_REQUEST, why.to_string()).into_response(),
     };
     let events = match state.recorder.lock() {
         Ok(mut r) => {
@@ -146,9 +154,9 @@ mod tests {
                 0,
             )
         };
-        let nan = since("NaN").unwrap_err();
+        let nan = since("NaN").unwrap_err().to_string();
         assert_eq!(nan, "since: 'NaN' is not a finite number of seconds");
-        assert!(since("-5").unwrap_err().contains("negative"));
+        assert!(since("-5").unwrap_err().to_string().contains("negative"));
         // Valid far-future RFC 3339: accepted, and selects nothing.
         assert_eq!(
             since("9999-01-01T00:00:00Z").unwrap().since_unix_ns,

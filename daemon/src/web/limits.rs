@@ -67,7 +67,10 @@ impl RawHttp {
                     message: format!("'{s}' is zero; a timeout must be positive"),
                 }),
                 Ok(ns) => Ok(Duration::from_nanos(ns)),
-                Err(message) => Err(ConfigError::Invalid { key, message }),
+                Err(e) => Err(ConfigError::Invalid {
+                    key,
+                    message: e.to_string(),
+                }),
             },
         };
         let max_connections = match self.max_connections {
