@@ -8,6 +8,7 @@
 
 mod allow;
 mod kernel_gaps;
+mod labels;
 mod proc;
 mod prometheus;
 mod queries;
@@ -73,11 +74,8 @@ fn wait_for_rules(prom: &Prometheus, expected: usize) -> Vec<serde_json::Value> 
 /// The series the daemon exports for the loaded device now (after the load, so every family the
 /// dashboards read has its series), printed per family; at most [`mixed_load::SERIES_BUDGET`]
 /// with the default configuration, which is what the daemon runs with here.
-fn series_of_the_device(daemon: &Daemon, device: &str) -> usize {
-    let text = testkit::scrape(daemon.addr).expect("scrape the daemon");
-    let by_family = Scrape::parse(&text)
-        .expect("parse the exposition")
-        .series_of_device(device);
+fn series_of_the_device(exposition: &Scrape, device: &str) -> usize {
+    let by_family = exposition.series_of_device(device);
     let total = by_family.values().sum();
     println!("[e2e] {total} series for device {device} (default detail):");
     for (family, n) in &by_family {
@@ -137,7 +135,15 @@ fn every_panel_and_rule_returns_series_under_load() {
 
     mixed_load::run_all(&fs, Pace::E2E).expect("mixed load");
     std::thread::sleep(SETTLE);
-    let device_series = series_of_the_device(&daemon, &vars.device);
+    let exposition = Scrape::parse(&testkit::scrape(daemon.addr).expect("scrape the daemon"))
+        .expect("parse the exposition");
+    let device_series = series_of_the_device(&exposition, &vars.device);
+    let (missing_labels, unjudged) = labels::missing(&dashboards, &exposition);
+    println!(
+        "[e2e] labels the queries use: {} missing from the default exposition; not produced on \
+         this host, so not judged: {unjudged:?}",
+        missing_labels.len()
+    );
 
     let groups = wait_for_rules(&prom, expected_rules);
     let registered = std::collections::BTreeSet::new();
@@ -167,6 +173,10 @@ fn every_panel_and_rule_returns_series_under_load() {
         failed.len(),
         evaluating.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        missing_labels.is_empty(),
+        "labels the dashboards or rules use that the default exposition lacks: {missing_labels:#?}"
     );
     assert!(
         device_series <= mixed_load::SERIES_BUDGET,
