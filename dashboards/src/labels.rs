@@ -1,8 +1,10 @@
 //! The labels a PromQL expression relies on, per metric family: those it matches on
-//! (`metric{label="..."}`) and those it groups by or folds (`by (...)`, `without (...)`). The
-//! e2e tier checks each against the default exposition, so a panel or rule cannot come to
-//! split by a label that `[metrics] detail = "basic"` leaves out. Target labels (`job`,
-//! `cluster`, `instance`, added by Prometheus) and `le` are not the daemon's and are skipped.
+//! (`metric{label="..."}`) and those it groups by (`by (...)`). The e2e tier checks each
+//! against the default exposition, so a panel or rule cannot come to split by a label that
+//! `[metrics] detail = "basic"` leaves out. `without (...)` lists are not: folding a label
+//! that a detail level does not export is what keeps a rule the same at both levels. Target
+//! labels (`job`, `cluster`, `instance`, added by Prometheus) and `le` are not the daemon's and
+//! are skipped.
 
 use std::collections::BTreeSet;
 
@@ -37,7 +39,7 @@ pub fn label_uses(expr: &str) -> BTreeSet<(String, String)> {
                     add(&word, &label);
                 }
                 i = end;
-            } else if (word == "by" || word == "without") && chars.get(after) == Some(&'(') {
+            } else if word == "by" && chars.get(after) == Some(&'(') {
                 let list_end = group_end(&chars, after, '(', ')');
                 let list: String = chars[after + 1..list_end.saturating_sub(1)]
                     .iter()
@@ -162,16 +164,16 @@ mod tests {
     }
 
     #[test]
-    fn both_sides_of_a_ratio_and_without_lists_count() {
+    fn both_sides_of_a_ratio_count_and_folded_labels_do_not() {
         let expr = "sum by (device, sync) (rate(a_total{x=\"1,y=2\"}[5m])) / \
-            sum without (op) (rate(b_total[5m]))";
+            sum by (device) (rate(b_total[5m])) + sum without (op) (rate(c_total[5m]))";
         assert_eq!(
             pairs(expr),
             [
                 p("a_total", "device"),
                 p("a_total", "sync"),
                 p("a_total", "x"),
-                p("b_total", "op")
+                p("b_total", "device"),
             ]
         );
     }
