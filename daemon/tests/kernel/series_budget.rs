@@ -5,7 +5,7 @@
 //! discards, drives every per-device family on one loop-device ext4 filesystem; then the
 //! samples labelled with the device are counted: at most [`SERIES_BUDGET`] with the default
 //! configuration (`[metrics] detail = "basic"`), which keeps every label the dashboards and
-//! rules read (the dashboards crate checks that list against the daemon's label sets).
+//! rules read (the e2e tier checks each against the default exposition under the same load).
 
 use std::process::Command;
 
