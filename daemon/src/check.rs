@@ -159,13 +159,8 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
     }
     let _ = writeln!(text);
     text.push_str(&format_reports(&loaded.reports, verbose));
-    let attached = loaded.attached();
+    let (attached, failed) = attached_and_failed(&loaded.reports);
     let total = loaded.reports.len();
-    let failed = loaded
-        .reports
-        .iter()
-        .filter(|r| matches!(r.status, AttachStatus::Failed(_)))
-        .count();
     let skipped = count(&loaded.reports, |s| matches!(s, AttachStatus::Skipped(_)));
     let disabled = count(&loaded.reports, |s| matches!(s, AttachStatus::Disabled));
     // The first line's shape is parsed by the vm tier and the benchmark: keep it.
@@ -193,6 +188,22 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
         failed,
         total,
     })
+}
+
+/// Probes attached and probes the kernel refused (not skipped, not disabled).
+fn attached_and_failed(reports: &[ProbeReport]) -> (usize, usize) {
+    (
+        count(reports, AttachStatus::is_attached),
+        count(reports, |s| matches!(s, AttachStatus::Failed(_))),
+    )
+}
+
+impl CheckOutcome {
+    /// Whether `check` exits 0: one attached probe is enough, unless `strict`, which also wants
+    /// no failed probe (skipped by the kernel and disabled by config are fine).
+    pub fn passes(&self, strict: bool) -> bool {
+        self.attached > 0 && !(strict && self.failed > 0)
+    }
 }
 
 fn count(reports: &[ProbeReport], status: impl Fn(&AttachStatus) -> bool) -> usize {
@@ -260,6 +271,53 @@ fn failure_summary(text: &str) -> String {
 
 /// How aya introduces the verifier's log in a load error.
 const VERIFIER_OUTPUT: &str = "Verifier output: ";
+
+#[cfg(test)]
+mod strict_tests {
+    use super::*;
+    use crate::probes::ProbeSpec;
+
+    fn report(program: &'static str, status: AttachStatus) -> ProbeReport {
+        ProbeReport {
+            family: "block",
+            spec: ProbeSpec::tracepoint(program, "block", program),
+            hook: program.to_owned(),
+            status,
+        }
+    }
+
+    fn outcome(reports: &[ProbeReport]) -> CheckOutcome {
+        let (attached, failed) = attached_and_failed(reports);
+        CheckOutcome {
+            text: String::new(),
+            attached,
+            failed,
+            total: reports.len(),
+        }
+    }
+
+    #[test]
+    fn strict_fails_on_a_refused_probe_but_not_on_skipped_or_disabled_ones() {
+        let by_design = [
+            report("a", AttachStatus::Attached),
+            report("b", AttachStatus::Skipped("no such tracepoint".into())),
+            report("c", AttachStatus::Disabled),
+        ];
+        let o = outcome(&by_design);
+        assert!(o.passes(false) && o.passes(true));
+        let mut refused = by_design.to_vec();
+        refused.push(report("d", AttachStatus::Failed("EPERM".into())));
+        let o = outcome(&refused);
+        assert_eq!((o.attached, o.failed), (1, 1));
+        assert!(
+            o.passes(false),
+            "one attached probe is enough without --strict"
+        );
+        assert!(!o.passes(true), "--strict passed with a refused probe");
+        let none = outcome(&[report("e", AttachStatus::Disabled)]);
+        assert!(!none.passes(false) && !none.passes(true));
+    }
+}
 
 #[cfg(test)]
 mod failure_summary_tests {

@@ -115,9 +115,10 @@ pub enum LogFormat {
 #[serde(rename_all = "lowercase")]
 pub enum Detail {
     /// A fleet's default, under 200 series per busy device: histogram buckets every factor of 8
-    /// (32.8 µs, 262 µs, … 68.7 s); block request latency by op (no `sync`), block queue latency
-    /// and flusher work duration by device only, block bytes by op, block flag counters summed
-    /// over ops. The request and work counters keep every label.
+    /// (32.8 µs, 262 µs, … 8.6 s); block request and queue latency and flusher work duration
+    /// histograms by device only, block bytes by op, block flag counters summed over ops. The
+    /// request and work counters, and the summed request and work time (mean latency per op
+    /// and sync, per sync mode and reason), keep every label.
     #[default]
     Basic,
     /// Every factor of 2 (1 µs, 2 µs, 4 µs, … 68.7 s) and every label: finer quantiles and the

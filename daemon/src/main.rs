@@ -115,9 +115,8 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             "--strict: {} probes this kernel should support did not attach",
             outcome.failed
         );
-        return Ok(ExitCode::FAILURE);
     }
-    Ok(if outcome.attached > 0 {
+    Ok(if outcome.passes(args.strict) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

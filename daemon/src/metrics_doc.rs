@@ -25,10 +25,11 @@ pub fn render(docs: &[MetricDoc]) -> String {
          --metrics` lists the same names): do not edit by hand.\n\n\
          Every family is listed with the help text the daemon exports with it. Per-device \
          families carry a `device` label (the block device's kernel name, `all` for sync(2)); \
-         by default histograms are exported with buckets every factor of 8 from 32.8 µs, block \
-         latency without `sync`, block queue latency and flusher work duration by device only, \
-         block bytes without `sync` and block flags summed over ops (`[metrics] detail = \
-         \"full\"`: every factor of 2 from 1 µs, every label). The series one busy device adds \
+         by default histograms are exported with buckets every factor of 8 from 32.8 µs to \
+         8.6 s, block request and queue latency and flusher work duration by device only (the \
+         summed request and work time keep op and sync, sync mode and reason), block bytes \
+         without `sync` and block flags summed over ops (`[metrics] detail = \"full\"`: every \
+         factor of 2 from 1 µs to 68.7 s, every label). The series one busy device adds \
          are counted in the README's \"Series per device\" section.\n",
     );
     let mut current = "";

@@ -136,4 +136,30 @@ mod tests {
             .unwrap();
         assert_eq!(unzipped, plain);
     }
+
+    /// Prometheus offers OpenMetrics first; the `prometheus` crate has no OpenMetrics encoder,
+    /// so the answer is the 0.0.4 text format that the same header also accepts (and that
+    /// Prometheus parses): OpenMetrics would add only `_created` lines and exemplars, which
+    /// wbscope does not have.
+    #[tokio::test]
+    async fn an_openmetrics_scraper_gets_the_text_format_it_also_accepts() {
+        let registry = registry();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static(
+                "application/openmetrics-text;version=1.0.0;q=0.5,\
+                 application/openmetrics-text;version=0.0.1;q=0.4,\
+                 text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+            ),
+        );
+        let answer = metrics_response(&registry.gather(), &headers);
+        assert_eq!(
+            answer.headers()[header::CONTENT_TYPE],
+            "text/plain; version=0.0.4"
+        );
+        let text = String::from_utf8(body(answer).await).unwrap();
+        assert!(text.contains("# TYPE wbscope_test_total counter"), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
+    }
 }

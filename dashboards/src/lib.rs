@@ -7,6 +7,7 @@
 //! hand.
 
 pub mod grafana;
+pub mod labels;
 pub mod model;
 pub mod names;
 mod overview;

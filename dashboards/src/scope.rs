@@ -77,6 +77,16 @@ impl Scope {
         )
     }
 
+    /// The mean of a summed time per event, per device and `labels`: the rate of `time` over
+    /// the rate of `count` (both counters with the same `labels`).
+    pub fn mean(self, time: &str, count: &str, labels: &str) -> String {
+        format!(
+            "{} / {}",
+            self.rate_by(time, labels),
+            self.rate_by(count, labels)
+        )
+    }
+
     /// The bucket rates of a histogram summed over everything but `le`, for a heatmap.
     pub fn heatmap(self, histogram: &str) -> String {
         format!(

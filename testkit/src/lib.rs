@@ -12,6 +12,7 @@ pub mod bpftrace;
 mod error;
 mod loopfs;
 pub mod metrics;
+pub mod mixed_load;
 pub mod module_probes;
 mod sys;
 mod throttle;

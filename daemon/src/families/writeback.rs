@@ -1,5 +1,6 @@
 //! Flusher writeback work: `writeback_queue/exec/start/written/pages_written` tracepoints, and
-//! `wbscope_writeback_{work_total,work_duration_seconds,written_bytes_total,queued_total}`.
+//! `wbscope_writeback_{work_total,work_duration_seconds,work_time_seconds_total,
+//! written_bytes_total,queued_total}`.
 
 use std::collections::BTreeMap;
 
@@ -170,7 +171,7 @@ pub fn reason_names_from_enum(variants: &[(String, i64)]) -> BTreeMap<u32, Strin
 }
 
 /// Names and help texts (documented in docs/metrics.md, generated from them).
-const FAMILIES: &[(&str, &str); 4] = &[
+const FAMILIES: &[(&str, &str); 5] = &[
     (
         "wbscope_writeback_work_total",
         "Flusher writeback work items executed.",
@@ -178,6 +179,12 @@ const FAMILIES: &[(&str, &str); 4] = &[
     (
         "wbscope_writeback_work_duration_seconds",
         "Time from a flusher work item's first writeback_start to its last writeback_written.",
+    ),
+    (
+        "wbscope_writeback_work_time_seconds_total",
+        "Flusher work item durations summed, by sync mode and reason (the duration histogram's \
+         sum at every detail level): divided by the rate of wbscope_writeback_work_total, the \
+         mean duration of each kind of work.",
     ),
     (
         "wbscope_writeback_written_bytes_total",
@@ -212,13 +219,15 @@ impl Collector for WorkCollector {
         ) else {
             return Vec::new();
         };
-        let [works, duration, written, queued] = FAMILIES.map(|(name, _)| name);
+        let [works, duration, time, written, queued] = FAMILIES.map(|(name, _)| name);
         let mut works = MetricBuilder::counter(works, FAMILIES);
         let mut duration = MetricBuilder::histogram(duration, FAMILIES);
+        let mut time = MetricBuilder::counter(time, FAMILIES);
         let mut written = MetricBuilder::counter(written, FAMILIES);
         let mut queued = MetricBuilder::counter(queued, FAMILIES);
         // With `detail = basic` the duration histogram is per device only (the work counters
-        // keep sync mode and reason): per mode and reason it is a fifth of a device's series.
+        // and the summed time keep sync mode and reason): per mode and reason it is a fifth of
+        // a device's series.
         let per_work_kind = metrics::detail::get() == Detail::Full;
         let mut durations: BTreeMap<[String; 3], Log2Hist> = BTreeMap::new();
         for (key, stats) in entries {
@@ -235,6 +244,7 @@ impl Collector for WorkCollector {
                 ("reason", reason.as_str()),
             ];
             works.add_counter(&labels, stats.works as f64);
+            time.add_counter(&labels, stats.duration.sum_ns as f64 / 1e9);
             let duration_key = if per_work_kind {
                 [device.clone(), sync_mode.clone(), reason.clone()]
             } else {
@@ -255,7 +265,7 @@ impl Collector for WorkCollector {
             ];
             duration.add_log2_histogram(&labels, hist);
         }
-        [works, duration, written, queued]
+        [works, duration, time, written, queued]
             .into_iter()
             .filter_map(MetricBuilder::finish)
             .collect()

@@ -92,15 +92,20 @@ fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
 }
 
 /// The lowest bound `Detail::Basic` exports: 2^15 ns = 32.8 µs. Faster calls and requests all
-/// fall into it; the fleet budget (README, "Series per device") leaves 8 bounds per histogram,
-/// spent on the range where stalls and their causes show (up to 68.7 s).
+/// fall into it.
 pub const BASIC_LOWEST_SLOT: usize = 15;
+/// The highest bound `Detail::Basic` exports: 2^33 ns = 8.6 s. Slower ones are counted in
+/// `+Inf` only (a quantile that falls there reads 8.6 s); the fleet budget (README, "Series per
+/// device") leaves 7 bounds per histogram, spent on the range where stalls and their causes
+/// show.
+pub const BASIC_HIGHEST_SLOT: usize = 33;
 
 /// Converts per-slot counts into cumulative buckets `le = 2^i ns` in seconds: for every i in
-/// MIN_SLOT..=MAX_SLOT (`Detail::Full`, 27 bounds from 1 µs), or every third one from
-/// [`BASIC_LOWEST_SLOT`] (`Detail::Basic`, a factor of 8 apart, 8 bounds from 32.8 µs, MAX_SLOT
-/// included). The counts stay exact: a coarser bucket is the sum of the finer ones below its
-/// bound. The encoder adds `+Inf` from the sample count, which includes the overflow slot.
+/// MIN_SLOT..=MAX_SLOT (`Detail::Full`, 27 bounds from 1 µs to 68.7 s), or every third one from
+/// [`BASIC_LOWEST_SLOT`] to [`BASIC_HIGHEST_SLOT`] (`Detail::Basic`, a factor of 8 apart, 7
+/// bounds from 32.8 µs to 8.6 s). The counts stay exact: a coarser bucket is the sum of the
+/// finer ones below its bound. The encoder adds `+Inf` from the sample count, which includes
+/// the overflow slot.
 pub fn log2_to_histogram(hist: &Log2Hist, detail: Detail) -> Histogram {
     let mut cumulative = 0u64;
     let mut buckets = Vec::with_capacity(MAX_SLOT - MIN_SLOT + 1);
@@ -108,7 +113,10 @@ pub fn log2_to_histogram(hist: &Log2Hist, detail: Detail) -> Histogram {
         cumulative += count;
         let exported = match detail {
             Detail::Full => true,
-            Detail::Basic => slot >= BASIC_LOWEST_SLOT && (MAX_SLOT - slot).is_multiple_of(3),
+            Detail::Basic => {
+                (BASIC_LOWEST_SLOT..=BASIC_HIGHEST_SLOT).contains(&slot)
+                    && (slot - BASIC_LOWEST_SLOT).is_multiple_of(3)
+            }
         };
         if slot >= MIN_SLOT && exported {
             let mut bucket = Bucket::default();
@@ -151,21 +159,24 @@ mod tests {
     }
 
     #[test]
-    fn basic_detail_keeps_every_third_bound_from_32_us_with_exact_counts() {
+    fn basic_detail_keeps_every_third_bound_from_32_us_to_8_s_with_exact_counts() {
         let mut h = Log2Hist::ZERO;
         h.record(500); // slot 10 (le 1.024 µs): below the lowest basic bound, counted there
         h.record(20_000); // slot 15 (le 32.8 µs)
         h.record(40_000); // slot 16: counted at the next exported bound, slot 18 (262 µs)
+        h.record(20_000_000_000); // slot 35 (le 34.4 s): above the highest basic bound
         h.record(1 << 40); // overflow
         let full = log2_to_histogram(&h, Detail::Full);
         let basic = log2_to_histogram(&h, Detail::Basic);
         let bounds: Vec<f64> = basic.get_bucket().iter().map(|b| b.upper_bound()).collect();
-        assert_eq!(bounds.len(), 8);
+        assert_eq!(bounds.len(), 7);
         assert_eq!(bounds[0], 32.768e-6);
         assert_eq!(bounds[1], 262.144e-6);
+        assert_eq!(bounds.last(), Some(&8.589934592));
+        // The 34 s call is only in the count (+Inf), like the overflow.
         assert_eq!(
-            bounds.last(),
-            full.get_bucket().last().map(|b| b.upper_bound()).as_ref()
+            basic.get_bucket().last().map(|b| b.cumulative_count()),
+            Some(3)
         );
         let counts: Vec<u64> = basic
             .get_bucket()

@@ -33,7 +33,10 @@ pub struct FlusherRow {
     pub bytes_per_s: f64,
 }
 
-/// Block requests of one (device, op, sync) over the interval.
+/// Block requests of one (device, op, sync) over the interval. With the default
+/// `[metrics] detail = basic` the latency histogram is per device: its row has an empty `op`
+/// and `sync` and the percentiles, and the (device, op, sync) rows have the mean latency from
+/// the summed request time; with `full` every row has both.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LatencyRow {
     pub device: String,
@@ -42,6 +45,7 @@ pub struct LatencyRow {
     pub requests_per_s: f64,
     pub p50: Option<f64>,
     pub p99: Option<f64>,
+    pub mean: Option<f64>,
 }
 
 /// Everything one frame shows.
@@ -273,33 +277,68 @@ fn flusher(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<FlusherRow> {
 }
 
 fn latency(d: &Deltas<'_>, wanted: &dyn Fn(&str) -> bool) -> Vec<LatencyRow> {
+    type Key = (String, String, String);
+    let key_of = |s: &Sample| (label(s, "device"), label(s, "op"), label(s, "sync"));
     let group = |s: &Sample| {
-        format!(
-            "{}\t{}\t{}",
-            label(s, "device"),
-            label(s, "op"),
-            label(s, "sync")
-        )
+        let (device, op, sync) = key_of(s);
+        format!("{device}\t{op}\t{sync}")
     };
-    let mut rows: Vec<LatencyRow> =
-        bucket_deltas(d, "wbscope_block_request_latency_seconds", group)
-            .into_iter()
-            .filter(|(_, b)| b.total() > 0.0)
-            .filter_map(|(k, b)| {
-                let mut parts = k.split('\t').map(str::to_owned);
-                let (device, op, sync) = (parts.next()?, parts.next()?, parts.next()?);
-                wanted(&device).then(|| LatencyRow {
-                    requests_per_s: b.total() / d.secs,
-                    p50: b.quantile(0.5),
-                    p99: b.quantile(0.99),
-                    device,
-                    op,
-                    sync,
-                })
-            })
-            .collect();
+    let mut rows: BTreeMap<Key, LatencyRow> = BTreeMap::new();
+    for (k, b) in bucket_deltas(d, "wbscope_block_request_latency_seconds", group) {
+        let mut parts = k.split('\t').map(str::to_owned);
+        let (Some(device), Some(op), Some(sync)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if b.total() <= 0.0 || !wanted(&device) {
+            continue;
+        }
+        let r = latency_row(&mut rows, (device, op, sync));
+        r.requests_per_s = b.total() / d.secs;
+        r.p50 = b.quantile(0.5);
+        r.p99 = b.quantile(0.99);
+    }
+    // Time and count of each (device, op, sync): the mean latency, at every detail level.
+    let sums = |name: &str| -> BTreeMap<Key, f64> {
+        let mut out = BTreeMap::new();
+        for s in d.named(name).filter(|s| wanted(&label(s, "device"))) {
+            if let Some(delta) = d.delta(s) {
+                *out.entry(key_of(s)).or_insert(0.0) += delta;
+            }
+        }
+        out
+    };
+    let time = sums("wbscope_block_request_time_seconds_total");
+    let requests = sums("wbscope_block_requests_total");
+    for (k, n) in requests.into_iter().filter(|(_, n)| *n > 0.0) {
+        let Some(t) = time.get(&k) else {
+            continue;
+        };
+        let r = latency_row(&mut rows, k);
+        if r.p50.is_none() {
+            r.requests_per_s = n / d.secs;
+        }
+        r.mean = Some(t / n);
+    }
+    let mut rows: Vec<LatencyRow> = rows.into_values().collect();
     rows.sort_by(|a, b| b.requests_per_s.total_cmp(&a.requests_per_s));
     rows
+}
+
+/// The row of `k`, empty at first.
+fn latency_row(
+    rows: &mut BTreeMap<(String, String, String), LatencyRow>,
+    k: (String, String, String),
+) -> &mut LatencyRow {
+    rows.entry(k.clone()).or_insert_with(|| LatencyRow {
+        device: k.0,
+        op: k.1,
+        sync: k.2,
+        requests_per_s: 0.0,
+        p50: None,
+        p99: None,
+        mean: None,
+    })
 }
 
 #[cfg(test)]

@@ -164,3 +164,44 @@ fn counter_reset_counts_as_no_increase() {
     assert_eq!(v.devices[0].write_bps, Some(0.0));
     assert!(v.flusher.is_empty());
 }
+
+#[test]
+fn basic_detail_gives_a_device_row_with_percentiles_and_kind_rows_with_means() {
+    let t0 = Instant::now();
+    let before = snapshot(
+        t0,
+        r#"
+wbscope_block_request_latency_seconds_bucket{device="loop3",le="0.004"} 0
+wbscope_block_request_latency_seconds_bucket{device="loop3",le="+Inf"} 0
+wbscope_block_requests_total{device="loop3",op="write",sync="true"} 10
+wbscope_block_requests_total{device="loop3",op="flush",sync="false"} 0
+wbscope_block_request_time_seconds_total{device="loop3",op="write",sync="true"} 1
+wbscope_block_request_time_seconds_total{device="loop3",op="flush",sync="false"} 0
+"#,
+        Vec::new(),
+    );
+    let after = snapshot(
+        t0 + Duration::from_secs(2),
+        r#"
+wbscope_block_request_latency_seconds_bucket{device="loop3",le="0.004"} 6
+wbscope_block_request_latency_seconds_bucket{device="loop3",le="+Inf"} 8
+wbscope_block_requests_total{device="loop3",op="write",sync="true"} 16
+wbscope_block_requests_total{device="loop3",op="flush",sync="false"} 2
+wbscope_block_request_time_seconds_total{device="loop3",op="write",sync="true"} 1.012
+wbscope_block_request_time_seconds_total{device="loop3",op="flush",sync="false"} 0.02
+"#,
+        Vec::new(),
+    );
+    let v = build(Some(&before), &after, None, SortKey::SyncTime);
+    let find = |op: &str| v.latency.iter().find(|l| l.op == op).unwrap();
+    assert_eq!(v.latency.len(), 3, "{:?}", v.latency);
+    let device = find("");
+    assert_eq!(device.requests_per_s, 4.0);
+    assert!(device.p50.is_some() && device.mean.is_none());
+    let write = find("write");
+    assert_eq!(write.requests_per_s, 3.0);
+    assert!(write.p50.is_none());
+    assert!((write.mean.unwrap() - 0.002).abs() < 1e-9);
+    let flush = find("flush");
+    assert!((flush.mean.unwrap() - 0.01).abs() < 1e-9);
+}

@@ -78,26 +78,29 @@ pub fn flusher(v: &View) -> Section {
     }
 }
 
-/// Block request latency by device, op and sync flag.
+/// Block request latency by device, op and sync flag (a device's histogram without them, at
+/// the default detail, is the row with op `all`).
 pub fn latency(v: &View) -> Section {
     let rows = v
         .latency
         .iter()
         .map(|l| {
+            let op = if l.op.is_empty() { "all" } else { &l.op };
             vec![
                 l.device.clone(),
-                l.op.clone(),
+                op.to_owned(),
                 l.sync.clone(),
                 num(l.requests_per_s),
                 opt(l.p50, secs),
                 opt(l.p99, secs),
+                opt(l.mean, secs),
             ]
         })
         .collect();
     Section {
         title: "Block latency".into(),
-        header: &["DEVICE", "OP", "SYNC", "REQ/s", "p50", "p99"],
-        widths: &[12, 14, 5, 8, 9, 9],
+        header: &["DEVICE", "OP", "SYNC", "REQ/s", "p50", "p99", "MEAN"],
+        widths: &[12, 14, 5, 8, 9, 9, 9],
         rows,
     }
 }

@@ -68,24 +68,34 @@ pub fn heatmap(s: Scope) -> Panel {
     .wide(24)
 }
 
-/// p50 and p99 request latency by op and sync.
+/// p50 and p99 request latency per device, mean by op and sync.
 pub fn latency_quantiles(s: Scope) -> Panel {
     Panel::series(
-        "Block request latency p50 / p99 by op and sync",
+        "Block request latency p50 / p99, mean by op and sync",
         "s",
-        "Median and 99th percentile issue-to-complete latency per device, operation and \
-         REQ_SYNC. Look for flush p99 (a slow volatile cache), and for sync writes whose p99 \
-         rises when non-sync (writeback) writes are heavy: the device does not prioritise them. \
-         The default `[metrics] detail = basic` exports this histogram per op only (one line \
-         per op, requests by op and sync are in the request panel); `full` splits by REQ_SYNC.",
+        "Median and 99th percentile issue-to-complete latency per device (the histogram), and \
+         the mean latency of each operation and REQ_SYNC (summed request time over requests \
+         issued). Look for a high flush mean (a slow volatile cache), and for sync writes whose \
+         mean rises when non-sync (writeback) writes are heavy: the device does not prioritise \
+         them. The histogram is per device at the default `[metrics] detail = basic` (it would \
+         cost a histogram per op and sync); `full` adds the op and sync labels to it, for \
+         per-kind percentiles in Explore.",
         vec![
             Query::new(
-                s.quantile(0.5, LATENCY, "device, op, sync"),
-                s.legend("{{device}} {{op}} sync={{sync}} p50"),
+                s.quantile(0.5, LATENCY, "device"),
+                s.legend("{{device}} p50"),
             ),
             Query::new(
-                s.quantile(0.99, LATENCY, "device, op, sync"),
-                s.legend("{{device}} {{op}} sync={{sync}} p99"),
+                s.quantile(0.99, LATENCY, "device"),
+                s.legend("{{device}} p99"),
+            ),
+            Query::new(
+                s.mean(
+                    "wbscope_block_request_time_seconds_total",
+                    "wbscope_block_requests_total",
+                    "device, op, sync",
+                ),
+                s.legend("{{device}} {{op}} sync={{sync}} mean"),
             ),
         ],
     )
@@ -94,16 +104,16 @@ pub fn latency_quantiles(s: Scope) -> Panel {
 /// p99 time in the I/O scheduler.
 pub fn queue_latency(s: Scope) -> Panel {
     Panel::series(
-        "Block queue latency p99 by op (insert to issue)",
+        "Block queue latency p99 (insert to issue)",
         "s",
         "99th percentile of the time a request waited between allocation or insertion into the \
          I/O scheduler and its issue to the driver. High values with a low service time mean \
          requests queue in the scheduler (or the plug) behind others, e.g. sync writes behind \
-         a flood of writeback. The default `[metrics] detail = basic` exports it per device \
-         (one line); `full` splits by op.",
+         a flood of writeback. Per device at the default `[metrics] detail = basic`; `full` \
+         adds the op label.",
         vec![Query::new(
-            s.quantile(0.99, "wbscope_block_queue_latency_seconds", "device, op"),
-            s.legend("{{device}} {{op}}"),
+            s.quantile(0.99, "wbscope_block_queue_latency_seconds", "device"),
+            s.legend("{{device}}"),
         )],
     )
 }

@@ -60,24 +60,31 @@ pub fn queued(s: Scope) -> Panel {
     )
 }
 
-/// p99 duration of flusher work items.
+/// p99 duration of flusher work items per device, mean by sync mode and reason.
 pub fn duration_p99(s: Scope) -> Panel {
     Panel::series(
-        "Flusher work item duration p99",
+        "Flusher work item duration p99, mean by sync mode and reason",
         "s",
-        "99th percentile of the time from a work item's first start to its last written event, \
-         by sync mode and reason. Long WB_SYNC_ALL items are sync or syncfs calls stuck behind \
-         a slow device; long background items mean the flusher cannot drain dirty memory. The \
-         default `[metrics] detail = basic` exports it per device (one line; the work counters \
-         keep sync mode and reason); `full` splits it.",
-        vec![Query::new(
-            s.quantile(
-                0.99,
-                "wbscope_writeback_work_duration_seconds",
-                "device, sync_mode, reason",
+        "99th percentile of the time from a work item's first start to its last written event \
+         per device (the histogram), and the mean duration of each sync mode and reason (summed \
+         work time over work items). Long WB_SYNC_ALL items are sync or syncfs calls stuck \
+         behind a slow device; long background items mean the flusher cannot drain dirty \
+         memory. The histogram is per device at the default `[metrics] detail = basic`; `full` \
+         adds sync mode and reason to it.",
+        vec![
+            Query::new(
+                s.quantile(0.99, "wbscope_writeback_work_duration_seconds", "device"),
+                s.legend("{{device}} p99"),
             ),
-            s.legend("{{device}} {{sync_mode}} {{reason}}"),
-        )],
+            Query::new(
+                s.mean(
+                    "wbscope_writeback_work_time_seconds_total",
+                    "wbscope_writeback_work_total",
+                    "device, sync_mode, reason",
+                ),
+                s.legend("{{device}} {{sync_mode}} {{reason}} mean"),
+            ),
+        ],
     )
 }
 

@@ -56,9 +56,9 @@ pub fn file() -> RuleFile {
              cluster, the fleet labels).",
         ),
         record(
-            "instance_device_op_sync:wbscope_block_request_latency_seconds:p99_rate5m",
+            "instance_device:wbscope_block_request_latency_seconds:p99_rate5m",
             p99("wbscope_block_request_latency_seconds"),
-            "p99 block request latency (issue to complete) per host, device, op and REQ_SYNC.",
+            "p99 block request latency (issue to complete) per host and device.",
             "Finds devices whose service time, not the layers above, makes sync calls slow.",
         ),
         record(

@@ -8,15 +8,16 @@
 
 mod allow;
 mod kernel_gaps;
+mod labels;
 mod proc;
 mod prometheus;
 mod queries;
-mod workload;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use testkit::{FsKind, LoopFs};
+use testkit::mixed_load::{self, Pace};
+use testkit::{FsKind, LoopFs, Scrape};
 use wbscope_dashboards::names::Catalog;
 
 use crate::proc::Daemon;
@@ -70,6 +71,19 @@ fn wait_for_rules(prom: &Prometheus, expected: usize) -> Vec<serde_json::Value> 
     })
 }
 
+/// The series the daemon exports for the loaded device now (after the load, so every family the
+/// dashboards read has its series), printed per family; at most [`mixed_load::SERIES_BUDGET`]
+/// with the default configuration, which is what the daemon runs with here.
+fn series_of_the_device(exposition: &Scrape, device: &str) -> usize {
+    let by_family = exposition.series_of_device(device);
+    let total = by_family.values().sum();
+    println!("[e2e] {total} series for device {device} (default detail):");
+    for (family, n) in &by_family {
+        println!("[e2e]   {n:>4}  {family}");
+    }
+    total
+}
+
 fn print(lines: &[Line]) {
     let width = lines.iter().map(|l| l.place.len()).max().unwrap_or(0);
     for l in lines {
@@ -119,11 +133,17 @@ fn every_panel_and_rule_returns_series_under_load() {
     );
     wait_for_target(&prom, &vars.instance);
 
-    workload::prime(&fs);
-    workload::fast(&fs);
-    workload::slow(&fs);
-    workload::leave_writeback_in_flight(&fs);
+    mixed_load::run_all(&fs, Pace::E2E).expect("mixed load");
     std::thread::sleep(SETTLE);
+    let exposition = Scrape::parse(&testkit::scrape(daemon.addr).expect("scrape the daemon"))
+        .expect("parse the exposition");
+    let device_series = series_of_the_device(&exposition, &vars.device);
+    let (missing_labels, unjudged) = labels::missing(&dashboards, &exposition);
+    println!(
+        "[e2e] labels the queries use: {} missing from the default exposition; not produced on \
+         this host, so not judged: {unjudged:?}",
+        missing_labels.len()
+    );
 
     let groups = wait_for_rules(&prom, expected_rules);
     let registered = std::collections::BTreeSet::new();
@@ -153,6 +173,15 @@ fn every_panel_and_rule_returns_series_under_load() {
         failed.len(),
         evaluating.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        missing_labels.is_empty(),
+        "labels the dashboards or rules use that the default exposition lacks: {missing_labels:#?}"
+    );
+    assert!(
+        device_series <= mixed_load::SERIES_BUDGET,
+        "the device has {device_series} series, over the budget of {}",
+        mixed_load::SERIES_BUDGET
     );
     assert!(
         failed.is_empty(),

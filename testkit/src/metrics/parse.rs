@@ -88,6 +88,28 @@ impl Scrape {
         &self.samples
     }
 
+    /// The series labelled `device="<device>"`, counted per family (`_bucket`, `_sum` and
+    /// `_count` lines count under their histogram's name): what one device costs a
+    /// Prometheus that scrapes this exposition.
+    pub fn series_of_device(&self, device: &str) -> BTreeMap<String, usize> {
+        let mut by_family = BTreeMap::new();
+        for sample in &self.samples {
+            if sample.labels.get("device").map(String::as_str) == Some(device) {
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| sample.name.strip_suffix(suffix))
+                    .filter(|base| {
+                        self.family(base)
+                            .is_some_and(|f| f.kind.as_deref() == Some("histogram"))
+                    })
+                    .unwrap_or(&sample.name)
+                    .to_owned();
+                *by_family.entry(family).or_insert(0) += 1;
+            }
+        }
+        by_family
+    }
+
     /// Families declared by `# HELP`/`# TYPE`, in order of first mention.
     pub fn families(&self) -> &[Family] {
         &self.families

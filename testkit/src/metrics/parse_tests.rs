@@ -114,3 +114,20 @@ fn help_escapes_and_crlf() {
     );
     assert_eq!(s.value("m", &[]), Some(1.0));
 }
+
+#[test]
+fn series_of_a_device_count_histogram_lines_under_their_family() {
+    let text = "# TYPE h histogram\n\
+        h_bucket{device=\"a\",le=\"1\"} 1\nh_bucket{device=\"a\",le=\"+Inf\"} 2\n\
+        h_sum{device=\"a\"} 3\nh_count{device=\"a\"} 2\nh_count{device=\"b\"} 1\n\
+        # TYPE c_count counter\nc_count{device=\"a\"} 1\nc_count{device=\"a\",op=\"x\"} 1\n\
+        g 5\n";
+    let s = Scrape::parse(text).unwrap();
+    let a = s.series_of_device("a");
+    assert_eq!(a.get("h"), Some(&4), "{a:?}");
+    // Not a histogram: `_count` is part of the name.
+    assert_eq!(a.get("c_count"), Some(&2), "{a:?}");
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(s.series_of_device("b").get("h"), Some(&1));
+    assert!(s.series_of_device("c").is_empty());
+}

@@ -29,6 +29,7 @@ const REQUESTS: &str = "wbscope_block_requests_total";
 const BYTES: &str = "wbscope_block_request_bytes_total";
 const FLAGS_TOTAL: &str = "wbscope_block_flags_total";
 const LATENCY: &str = "wbscope_block_request_latency_seconds";
+const TIME: &str = "wbscope_block_request_time_seconds_total";
 const QUEUE: &str = "wbscope_block_queue_latency_seconds";
 const ERRORS: &str = "wbscope_block_request_errors_total";
 
@@ -53,6 +54,12 @@ const FAMILIES: &[(&str, &str)] = &[
     (
         LATENCY,
         "Block request latency from issue to completion, each request once.",
+    ),
+    (
+        TIME,
+        "Issue-to-completion time of block requests summed, by op and REQ_SYNC (the latency \
+         histogram's sum at every detail level): divided by the rate of \
+         wbscope_block_requests_total, the mean latency of each kind of request.",
     ),
     (
         QUEUE,
@@ -165,9 +172,9 @@ fn sync_label(sync: u16) -> &'static str {
 /// Builds the metric families from a snapshot; `device` names a kernel dev_t. With
 /// `Detail::Basic` (the fleet default, README "Series per device") the labels a device's
 /// series multiply by are kept where they are cheap and dropped where they cost a histogram
-/// each: request counts keep op and sync, but request latency is by op (no `sync`), queue
-/// latency by device (no `op`), bytes by op (no `sync`), and flag counters are summed over
-/// ops (no `op`).
+/// each: request counts and the summed request time keep op and sync (their ratio is the mean
+/// latency of each kind), but the request and queue latency histograms are by device only,
+/// bytes by op (no `sync`), and flag counters are summed over ops (no `op`).
 pub fn build(
     snap: &Snapshot,
     op_labels: &BTreeMap<u32, &'static str>,
@@ -177,7 +184,7 @@ pub fn build(
     // An empty value leaves the label out of the exposition.
     let full = detail == Detail::Full;
     let flag_op = |o: &'static str| if full { o } else { "" };
-    let latency_sync = |s: u16| if full { sync_label(s) } else { "" };
+    let split = |o: &'static str, s: u16| if full { (o, sync_label(s)) } else { ("", "") };
     let queue_op = |o: &'static str| if full { o } else { "" };
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
     let mut dev = |d: u32| names.entry(d).or_insert_with(|| device(d)).clone();
@@ -201,9 +208,13 @@ pub fn build(
             .merge(v);
     }
     let mut latency: BTreeMap<RqLabels, Log2Hist> = BTreeMap::new();
+    let mut time: BTreeMap<RqLabels, u64> = BTreeMap::new();
     for (k, v) in &snap.rq_latency {
+        let (d, o) = (dev(k.dev), op(k.op));
+        *time.entry((d.clone(), o, sync_label(k.sync))).or_insert(0) += v.sum_ns;
+        let (lo, ls) = split(o, k.sync);
         latency
-            .entry((dev(k.dev), op(k.op), latency_sync(k.sync)))
+            .entry((d, lo, ls))
             .or_insert(Log2Hist::ZERO)
             .merge(v);
     }
@@ -251,14 +262,29 @@ pub fn build(
     for ((d, o, s), h) in &latency {
         latency_family.add_log2_histogram(&[("device", d.as_str()), ("op", *o), ("sync", *s)], h);
     }
+    let mut time_family = MetricBuilder::counter(TIME, FAMILIES);
+    for ((d, o, s), ns) in &time {
+        time_family.add_counter(
+            &[("device", d.as_str()), ("op", *o), ("sync", *s)],
+            *ns as f64 / 1e9,
+        );
+    }
     let mut queue_family = MetricBuilder::histogram(QUEUE, FAMILIES);
     for ((d, o), h) in &queue {
         queue_family.add_log2_histogram(&[("device", d.as_str()), ("op", *o)], h);
     }
-    [requests, bytes, flags, latency_family, queue_family, errors]
-        .into_iter()
-        .filter_map(MetricBuilder::finish)
-        .collect()
+    [
+        requests,
+        bytes,
+        flags,
+        latency_family,
+        time_family,
+        queue_family,
+        errors,
+    ]
+    .into_iter()
+    .filter_map(MetricBuilder::finish)
+    .collect()
 }
 
 /// Adds `counts` to the flag sums of `key`.

@@ -182,7 +182,7 @@ fn basic_detail_sums_flags_over_ops_and_keeps_op_elsewhere() {
 }
 
 #[test]
-fn basic_detail_drops_sync_from_latency_and_bytes_and_op_from_queue_latency() {
+fn basic_detail_exports_latency_by_device_and_keeps_op_and_sync_on_the_summed_time() {
     let mut lat = Log2Hist::ZERO;
     lat.record(50_000);
     let snap = Snapshot {
@@ -202,12 +202,19 @@ fn basic_detail_drops_sync_from_latency_and_bytes_and_op_from_queue_latency() {
             .map(|m| m.get_label().iter().map(|l| l.name().to_owned()).collect())
             .collect()
     };
-    assert_eq!(labels_of(LATENCY), [["device", "op"]]);
+    assert_eq!(labels_of(LATENCY), [["device"]]);
+    assert_eq!(
+        labels_of(TIME).len(),
+        2,
+        "the summed time keeps op and sync"
+    );
     assert_eq!(labels_of(QUEUE), [["device"]]);
     assert_eq!(labels_of(BYTES), [["device", "op"]]);
     assert_eq!(labels_of(REQUESTS).len(), 2, "requests keep op and sync");
     let write = [("device", "loop3"), ("op", "write")];
-    assert_eq!(value(&families, LATENCY, &write), Some(2.0));
+    assert_eq!(value(&families, LATENCY, &[("device", "loop3")]), Some(2.0));
+    let sync_write = [("device", "loop3"), ("op", "write"), ("sync", "true")];
+    assert_eq!(value(&families, TIME, &sync_write), Some(50e-6));
     assert_eq!(value(&families, QUEUE, &[("device", "loop3")]), Some(2.0));
     assert_eq!(value(&families, BYTES, &write), Some(12288.0));
 }
