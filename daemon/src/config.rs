@@ -11,6 +11,7 @@ use std::{
 
 use serde::Deserialize;
 
+pub use crate::metrics::detail::Detail;
 pub use location::Location;
 
 /// `--config`, shared by every subcommand that reads the configuration file (here rather than
@@ -108,35 +109,6 @@ pub enum LogFormat {
     Logfmt,
     /// One JSON object per line.
     Json,
-}
-
-/// How finely histograms are exported, from `[metrics] detail`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Detail {
-    /// A fleet's default, under 200 series per busy device: histogram buckets every factor of 8
-    /// (32.8 µs, 262 µs, … 8.6 s); block request and queue latency and flusher work duration
-    /// histograms by device only, block bytes by op, block flag counters summed over ops. The
-    /// request and work counters, and the summed request and work time (mean latency per op
-    /// and sync, per sync mode and reason), keep every label.
-    #[default]
-    Basic,
-    /// Every factor of 2 (1 µs, 2 µs, 4 µs, … 68.7 s) and every label: finer quantiles and the
-    /// per-op, sync and work-kind latency splits for one host's investigation.
-    Full,
-}
-
-impl FromStr for Detail {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "basic" => Ok(Detail::Basic),
-            "full" => Ok(Detail::Full),
-            other => Err(format!(
-                "unknown detail level '{other}' (expected basic or full)"
-            )),
-        }
-    }
 }
 
 /// The `[metrics]` table.

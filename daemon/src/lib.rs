@@ -11,6 +11,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod error_chain;
 pub mod families;
 pub mod files;
 pub mod kernel;

@@ -20,8 +20,8 @@ use prometheus::{
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};
 use crate::{
-    config::Detail,
     kernel::{btf::Btf, devices, layout::field_offset},
+    metrics::detail::Detail,
     metrics::{self, MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
     probes::ProbeSpec,
 };

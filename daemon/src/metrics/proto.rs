@@ -2,7 +2,7 @@
 
 use probe_common::hist::{Log2Hist, MAX_SLOT, MIN_SLOT, upper_bound_seconds};
 
-use crate::config::Detail;
+use crate::metrics::detail::Detail;
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };

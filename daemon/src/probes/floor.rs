@@ -11,9 +11,9 @@ use aya::{Btf as AyaBtf, Ebpf};
 
 use super::{
     catalog::Hook,
-    loader::{attach_program, error_chain, plan_one},
+    loader::{attach_program, plan_one},
 };
-use crate::{families, kernel::KernelInfo};
+use crate::{error_chain::error_chain, families, kernel::KernelInfo};
 
 /// The empty programs (`probe-ebpf/src/bin/floor.rs`), embedded like the probes.
 static FLOOR_OBJECT: &[u8] =

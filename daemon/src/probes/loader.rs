@@ -13,6 +13,7 @@ use probe_common::{
 };
 
 use super::catalog::{Hook, ProbeSpec};
+pub use crate::error_chain::error_chain;
 use crate::{
     families::Family,
     kernel::{KernelInfo, layout::fd_dev_layout, task_access},
@@ -278,16 +279,4 @@ pub(super) fn attach_program(
         }
     }
     Ok(())
-}
-
-/// An error and its sources on one line, as operators read it in `check` output and logs.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

@@ -62,7 +62,7 @@ impl StallService {
                 Err(err) => {
                     tracing::warn!(
                         "no local stall stream for wbscope trace: {}",
-                        crate::probes::loader::error_chain(&err)
+                        crate::error_chain::error_chain(&err)
                     );
                     None
                 }

@@ -87,7 +87,7 @@ impl Frames {
                 self.prev = self.cur.replace(s);
                 self.error = None;
             }
-            Err(e) => self.error = Some(crate::probes::loader::error_chain(&e)),
+            Err(e) => self.error = Some(crate::error_chain::error_chain(&e)),
         }
     }
 

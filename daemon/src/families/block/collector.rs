@@ -16,8 +16,8 @@ use prometheus::{
 };
 
 use crate::{
-    config::Detail,
     kernel::devices,
+    metrics::detail::Detail,
     metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
 };
 
