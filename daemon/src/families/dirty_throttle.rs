@@ -1,6 +1,7 @@
 //! Dirty throttling: `writeback:balance_dirty_pages` pauses, and
 //! `wbscope_dirty_throttle_pause_seconds{device}`.
 
+use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
 use probe_common::{
     dirty::{BdiKey, DirtyThrottleFormat, globals},
@@ -44,11 +45,11 @@ const FAMILIES: &[(&str, &str)] = &[(
 /// The dirty-throttling family.
 #[derive(Default)]
 pub struct DirtyThrottle {
-    format: Option<Result<DirtyThrottleFormat, String>>,
-    hz: Option<Result<Hz, String>>,
+    format: Part<DirtyThrottleFormat>,
+    hz: Part<Hz>,
 }
 
-fn throttle_format(kernel: &KernelInfo) -> Result<DirtyThrottleFormat, String> {
+fn throttle_format(kernel: &KernelInfo) -> Result<DirtyThrottleFormat, LayoutError> {
     let format = kernel.event_format("writeback", "balance_dirty_pages")?;
     Ok(DirtyThrottleFormat {
         bdi: field_offset(&format, "bdi", |n| n as usize >= BDI_NAME_LEN)?,

@@ -1,6 +1,7 @@
 //! Journal commits: ext4's jbd2 commits and XFS log writes, as
 //! `wbscope_journal_commit_duration_seconds{device,fs}`.
 
+use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
 use probe_common::journal::{JOURNAL_FMT, JournalFormat, JournalKey, JournalKind};
 use prometheus::core::Collector;
@@ -31,9 +32,9 @@ use probe_common::journal::maps::JOURNAL_COMMIT_LATENCY;
 #[derive(Default)]
 pub struct Journal {
     /// Where the jbd2 commit probes find (dev, tid), or why unavailable.
-    jbd2: Option<Result<Jbd2Layout, String>>,
+    jbd2: Part<Jbd2Layout>,
     /// (dev, lsn) offsets of the XFS iclog events, or why unavailable.
-    xlog: Option<Result<(u32, u32), String>>,
+    xlog: Part<(u32, u32)>,
     /// The resolved parts as the probes' global (zero where unresolved).
     format: JournalFormat,
     /// Whether the xfs module's tracepoints are registered at all (it is loaded).
@@ -51,17 +52,18 @@ struct Jbd2Layout {
 /// The members behind `journal->j_fs_dev->bd_dev` and `transaction->t_tid`, from BTF, once the
 /// `btf_trace_jbd2_{start,end}_commit` prototypes are `(journal_t *, transaction_t *)`: the
 /// probes read arguments 0 and 1 (the verifier accepts only constant context offsets).
-fn jbd2_layout(kernel: &KernelInfo) -> Result<Jbd2Layout, String> {
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
+fn jbd2_layout(kernel: &KernelInfo) -> Result<Jbd2Layout, LayoutError> {
+    let btf = kernel.btf()?;
     for event in ["jbd2_start_commit", "jbd2_end_commit"] {
-        let arg = |s: &str| btf.tp_btf_arg_index(event, s).map_err(|e| e.to_string());
+        let arg = |s: &str| btf.tp_btf_arg_index(event, s);
         let (journal, transaction) = (arg("journal_s")?, arg("transaction_s")?);
         if (journal, transaction) != (0, 1) {
-            return Err(format!(
-                "tp_btf {event}: journal_t * is argument {journal} and transaction_t * {transaction}, expected 0 and 1"
+            return Err(LayoutError::prototype(
+                event,
+                format!(
+                    ": journal_t * is argument {journal} and transaction_t * {transaction}, \
+                     expected 0 and 1"
+                ),
             ));
         }
     }
@@ -79,7 +81,7 @@ fn pair_offsets(
     events: [&str; 2],
     id_field: &str,
     id_size: u32,
-) -> Result<(u32, u32), String> {
+) -> Result<(u32, u32), LayoutError> {
     let mut first = None;
     for event in events {
         let format = kernel.event_format(category, event)?;
@@ -90,15 +92,15 @@ fn pair_offsets(
         match first {
             None => first = Some(this),
             Some(f) if f != this => {
-                return Err(format!(
-                    "{category}/{event} layout differs from {category}/{}",
-                    events[0]
-                ));
+                return Err(LayoutError::LayoutsDiffer {
+                    event: format!("{category}/{event}"),
+                    reference: format!("{category}/{}", events[0]),
+                });
             }
             Some(_) => {}
         }
     }
-    first.ok_or_else(|| "no events".into())
+    first.ok_or_else(|| LayoutError::Unhandled("no events".into()))
 }
 
 impl Family for Journal {

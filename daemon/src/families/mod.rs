@@ -18,7 +18,7 @@ pub mod sync_calls;
 pub mod writeback;
 pub mod writeback_wait;
 
-pub use crate::kernel::KernelInfo;
+pub use crate::kernel::{KernelInfo, LayoutError};
 
 /// Facts every collector may label with, fixed at start-up.
 #[derive(Clone)]
@@ -33,13 +33,13 @@ pub struct CollectorContext {
 }
 
 /// A layout part a family resolves: `None` before `resolve`, else the part or why it is missing.
-pub type Part<T> = Option<Result<T, String>>;
+pub type Part<T> = Option<Result<T, LayoutError>>;
 
 /// Why a probe needing `part` cannot work, if it cannot (for [`Family::gap`]).
 pub fn gap_of<T>(part: &Part<T>) -> Option<String> {
     match part {
         Some(Ok(_)) => None,
-        Some(Err(why)) => Some(why.clone()),
+        Some(Err(why)) => Some(why.to_string()),
         None => Some("layout not resolved".into()),
     }
 }

@@ -4,6 +4,7 @@
 //! recognised through `writeback_single_inode_start` / `writeback_single_inode`. Exports
 //! `wbscope_writeback_submissions_total` and `wbscope_writeback_submitted_bytes_total`.
 
+use crate::{families::Part, kernel::LayoutError};
 use std::collections::BTreeMap;
 
 use aya::{
@@ -42,29 +43,27 @@ use probe_common::submission::maps::WB_SUBMISSIONS;
 /// The writeback-submissions family.
 #[derive(Default)]
 pub struct Submissions {
-    ext4: Option<Result<Ext4WritepagesResultFormat, String>>,
-    wbc: Option<Result<WbcLayout, String>>,
+    ext4: Part<Ext4WritepagesResultFormat>,
+    wbc: Part<WbcLayout>,
     /// Only `task_mm`, for the flusher-inode probes on kernels where `wbc_layout` fails (before
     /// 6.10 the folio batch is on write_cache_pages' stack, not in `writeback_control`).
-    flusher: Option<Result<WbcLayout, String>>,
+    flusher: Part<WbcLayout>,
 }
 
 /// `tp_btf/ext4_writepages_result(struct inode *, struct writeback_control *, int ret,
 /// int pages_written)`: the probe reads arguments 0, 1 and 3 by position, so the prototype must
 /// be exactly that (checked in BTF), and the members behind the classic record's `dev`
 /// (`inode->i_sb->s_dev`) and `sync_mode` (`wbc->sync_mode`).
-fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, String> {
+fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, LayoutError> {
     const EVENT: &str = "ext4_writepages_result";
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
-    let arg = |s: &str| btf.tp_btf_arg_index(EVENT, s).map_err(|e| e.to_string());
-    let count = btf.tp_btf_arg_count(EVENT).map_err(|e| e.to_string())?;
+    let btf = kernel.btf()?;
+    let arg = |s: &str| btf.tp_btf_arg_index(EVENT, s);
+    let count = btf.tp_btf_arg_count(EVENT)?;
     let (inode, wbc) = (arg("inode")?, arg("writeback_control")?);
     if (inode, wbc, count) != (0, 1, 4) {
-        return Err(format!(
-            "tp_btf {EVENT}: unexpected prototype (inode at {inode}, wbc at {wbc}, {count} arguments)"
+        return Err(LayoutError::prototype(
+            EVENT,
+            format!(": unexpected prototype (inode at {inode}, wbc at {wbc}, {count} arguments)"),
         ));
     }
     Ok(Ext4WritepagesResultFormat {
@@ -75,36 +74,27 @@ fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, String
     })
 }
 
-fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
+fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
+    let btf = kernel.btf()?;
     // `folios` is an array of pointers: its size is the whole array.
-    let folios_size = btf
-        .member_size("folio_batch", "folios")
-        .map_err(|e| e.to_string())?;
+    let folios_size = btf.member_size("folio_batch", "folios")?;
     if folios_size == 0 || folios_size % 8 != 0 {
-        return Err(format!("folio_batch.folios has size {folios_size}"));
+        return Err(LayoutError::Unhandled(format!(
+            "folio_batch.folios has size {folios_size}"
+        )));
     }
     Ok(WbcLayout {
         nr_to_write: member_offset(btf, "writeback_control", "nr_to_write", 8)?,
         sync_mode: member_offset(btf, "writeback_control", "sync_mode", 4)?,
         // Since 6.10 (writeback_iter); older kernels keep the batch on write_cache_pages' stack.
-        fbatch: btf
-            .member_offset("writeback_control", "fbatch")
-            .map_err(|e| e.to_string())?,
+        fbatch: btf.member_offset("writeback_control", "fbatch")?,
         fbatch_i: member_offset(btf, "folio_batch", "i", 1)?,
-        fbatch_folios: btf
-            .member_offset("folio_batch", "folios")
-            .map_err(|e| e.to_string())?,
+        fbatch_folios: btf.member_offset("folio_batch", "folios")?,
         fbatch_len: folios_size / 8,
         folio_mapping: member_offset(btf, "folio", "mapping", 8)?,
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
         task_mm: member_offset(btf, "task_struct", "mm", 8)?,
-        folio_flags: btf
-            .member_offset("folio", "flags")
-            .map_err(|e| e.to_string())?,
+        folio_flags: btf.member_offset("folio", "flags")?,
         // Optional: without it, sizes come from nr_to_write deltas (see the probe). Older
         // kernels (6.12 among them) name the same count `_folio_nr_pages`.
         folio_nr_pages: member_offset(btf, "folio", "_nr_pages", 4)
@@ -128,11 +118,8 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
 
 /// The layout with only `task_mm` set: `fbatch_len` 0 makes `wbc_writepage` find no folio, and
 /// that probe is skipped anyway when the full layout is not resolved.
-fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, String> {
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
+fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
+    let btf = kernel.btf()?;
     Ok(WbcLayout {
         nr_to_write: 0,
         sync_mode: 0,

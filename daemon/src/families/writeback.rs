@@ -2,6 +2,7 @@
 //! `wbscope_writeback_{work_total,work_duration_seconds,work_time_seconds_total,
 //! written_bytes_total,queued_total}`.
 
+use crate::{families::Part, kernel::LayoutError};
 use std::collections::BTreeMap;
 
 use aya::{
@@ -52,7 +53,7 @@ use probe_common::writeback::maps::WB_WORK_STATS;
 /// The flusher-work family.
 #[derive(Default)]
 pub struct WritebackWork {
-    format: Option<Result<WbWorkFormat, String>>,
+    format: Part<WbWorkFormat>,
     reasons: BTreeMap<u32, String>,
 }
 
@@ -107,7 +108,7 @@ impl Family for WritebackWork {
     }
 }
 
-fn work_format(kernel: &KernelInfo) -> Result<WbWorkFormat, String> {
+fn work_format(kernel: &KernelInfo) -> Result<WbWorkFormat, LayoutError> {
     let mut resolved: Option<WbWorkFormat> = None;
     for event in WORK_EVENTS {
         let format = kernel.event_format("writeback", event)?;
@@ -126,15 +127,15 @@ fn work_format(kernel: &KernelInfo) -> Result<WbWorkFormat, String> {
         match resolved {
             None => resolved = Some(this),
             Some(first) if first != this => {
-                return Err(format!(
-                    "writeback/{event} record layout differs from writeback/{}",
-                    WORK_EVENTS[0]
-                ));
+                return Err(LayoutError::LayoutsDiffer {
+                    event: format!("writeback/{event}"),
+                    reference: format!("writeback/{}", WORK_EVENTS[0]),
+                });
             }
             Some(_) => {}
         }
     }
-    resolved.ok_or_else(|| "no writeback work events".to_string())
+    resolved.ok_or_else(|| LayoutError::Unhandled("no writeback work events".to_owned()))
 }
 
 /// `wb_reason` names from the tracepoint's own `__print_symbolic` table, or else from BTF

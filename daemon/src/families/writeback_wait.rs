@@ -2,6 +2,7 @@
 //! before 5.16) paired with `tp_btf/sched_switch`, and
 //! `wbscope_writeback_wait_duration_seconds{device}`.
 
+use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
 use probe_common::{
     dirty::{FolioWaitLayout, globals},
@@ -45,17 +46,17 @@ const FAMILIES: &[(&str, &str)] = &[(
 /// The writeback-wait family.
 #[derive(Default)]
 pub struct WritebackWait {
-    layout: Option<Result<FolioWaitLayout, String>>,
+    layout: Part<FolioWaitLayout>,
     /// Where TASK_UNINTERRUPTIBLE's value came from (set with the layout).
     task_state_source: &'static str,
-    prev_state: Option<Result<PrevStateSource, String>>,
+    prev_state: Part<PrevStateSource>,
 }
 
 /// The wait tracepoints by name, newest first; the mapping is argument #1 of each.
 const WAIT_EVENTS: [&str; 2] = ["folio_wait_writeback", "wait_on_page_writeback"];
 
 /// The mapping must be where the probe reads it, on whichever wait event this kernel has.
-fn check_wait_prototype(btf: &Btf) -> Result<(), String> {
+fn check_wait_prototype(btf: &Btf) -> Result<(), LayoutError> {
     let Some(event) = WAIT_EVENTS
         .into_iter()
         .find(|e| btf.has_type(&format!("btf_trace_{e}")))
@@ -65,19 +66,17 @@ fn check_wait_prototype(btf: &Btf) -> Result<(), String> {
     };
     match btf.tp_btf_arg_index(event, "address_space") {
         Ok(1) => Ok(()),
-        Ok(n) => Err(format!(
-            "tp_btf {event} has the mapping at argument #{n}, not #1"
+        Ok(n) => Err(LayoutError::prototype(
+            event,
+            format!(" has the mapping at argument #{n}, not #1"),
         )),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Offsets from BTF plus TASK_UNINTERRUPTIBLE (see [`task_uninterruptible`]).
-fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState), String> {
-    let btf: &Btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
+fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState), LayoutError> {
+    let btf: &Btf = kernel.btf()?;
     check_wait_prototype(btf)?;
     let task_state = task_uninterruptible(kernel)?;
     let layout = FolioWaitLayout {
@@ -108,13 +107,7 @@ impl Family for WritebackWait {
             self.task_state_source = task_state.source;
         }
         self.layout = Some(resolved.map(|(layout, _)| layout));
-        self.prev_state = Some(
-            kernel
-                .btf
-                .as_ref()
-                .map_err(|why| format!("no kernel BTF: {why}"))
-                .and_then(task_access::prev_state_source),
-        );
+        self.prev_state = Some(kernel.btf().and_then(task_access::prev_state_source));
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::KernelInfo;
+use super::{KernelInfo, LayoutError};
 
 /// How `HZ` was found, for `wbscope check`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct Hz {
 const MEASURE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The running kernel's `HZ`, or why it could not be found.
-pub fn kernel_hz(kernel: &KernelInfo) -> Result<Hz, String> {
+pub fn kernel_hz(kernel: &KernelInfo) -> Result<Hz, LayoutError> {
     for event in ["writeback_single_inode", "writeback_single_inode_start"] {
         if let Ok(format) = kernel.tracefs.event_format("writeback", event)
             && let Some(hz) = hz_from_print_fmt(&format.print_fmt)
@@ -39,17 +39,21 @@ pub fn kernel_hz(kernel: &KernelInfo) -> Result<Hz, String> {
     })
 }
 
-fn measure_hz_from_timer_list() -> Result<u32, String> {
+fn measure_hz_from_timer_list() -> Result<u32, LayoutError> {
+    const TIMER_LIST: &str = "/proc/timer_list";
+    let unreadable = |reason: String| LayoutError::File {
+        path: TIMER_LIST,
+        reason,
+    };
     let sample = || {
-        let text = std::fs::read_to_string("/proc/timer_list")
-            .map_err(|e| format!("/proc/timer_list: {e}"))?;
-        timer_list_sample(&text).ok_or_else(|| "/proc/timer_list: no now/jiffies lines".to_owned())
+        let text = std::fs::read_to_string(TIMER_LIST).map_err(|e| unreadable(e.to_string()))?;
+        timer_list_sample(&text).ok_or_else(|| unreadable("no now/jiffies lines".to_owned()))
     };
     let (t0, j0) = sample()?;
     std::thread::sleep(MEASURE_INTERVAL);
     let (t1, j1) = sample()?;
     hz_from_samples((t0, j0), (t1, j1))
-        .ok_or_else(|| "/proc/timer_list: jiffies did not advance".to_owned())
+        .ok_or_else(|| unreadable("jiffies did not advance".to_owned()))
 }
 
 /// Ticks per second between two (ns, jiffies) samples, snapped to the nearest tick rate the
@@ -83,7 +87,7 @@ const TASK_UNINTERRUPTIBLE_WITHOUT_TRACEFS: u32 = 0x2;
 /// the task-state bits in a `__print_flags` table (`{ 0x00000002, "D" }`). Without a readable
 /// format (no tracefs), Linux's fixed value, said so in the source; a format that is readable
 /// but has no "D" entry is an error (a kernel we do not understand).
-pub fn task_uninterruptible(kernel: &KernelInfo) -> Result<TaskState, String> {
+pub fn task_uninterruptible(kernel: &KernelInfo) -> Result<TaskState, LayoutError> {
     let Ok(format) = kernel.event_format("sched", "sched_switch") else {
         return Ok(TaskState {
             uninterruptible: TASK_UNINTERRUPTIBLE_WITHOUT_TRACEFS,
@@ -97,7 +101,11 @@ pub fn task_uninterruptible(kernel: &KernelInfo) -> Result<TaskState, String> {
             uninterruptible,
             source: "from the sched_switch format",
         })
-        .ok_or_else(|| "sched_switch print format has no \"D\" task state entry".to_owned())
+        .ok_or_else(|| {
+            LayoutError::Unhandled(
+                "sched_switch print format has no \"D\" task state entry".to_owned(),
+            )
+        })
 }
 
 /// The kernel's tick rate as the `writeback_single_inode` tracepoint's print format divides by it

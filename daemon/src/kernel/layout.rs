@@ -2,7 +2,7 @@
 
 use probe_common::layout::FdDevLayout;
 
-use super::{btf::Btf, tracefs::EventFormat};
+use super::{LayoutError, btf::Btf, tracefs::EventFormat};
 
 /// Offset of `field` in `format`, checking its size: a size we do not expect means a layout we
 /// do not know, and reading it with the wrong width would produce wrong numbers silently.
@@ -10,13 +10,14 @@ pub fn field_offset(
     format: &EventFormat,
     field: &str,
     size_ok: impl Fn(u32) -> bool,
-) -> Result<u32, String> {
-    let f = format.require(field).map_err(|e| e.to_string())?;
+) -> Result<u32, LayoutError> {
+    let f = format.require(field)?;
     if !size_ok(f.size) {
-        return Err(format!(
-            "{}: field `{field}` has unexpected size {}",
-            format.name, f.size
-        ));
+        return Err(LayoutError::FieldSize {
+            event: format.name.clone(),
+            field: field.to_owned(),
+            size: f.size,
+        });
     }
     Ok(f.offset)
 }
@@ -33,16 +34,21 @@ pub fn request_op_enum(btf: &Btf) -> &'static str {
 }
 
 /// Offset and size of a struct member from BTF, checking the size.
-pub fn member_offset(btf: &Btf, ty: &str, name: &str, size: u32) -> Result<u32, String> {
-    let actual = btf.member_size(ty, name).map_err(|e| e.to_string())?;
+pub fn member_offset(btf: &Btf, ty: &str, name: &str, size: u32) -> Result<u32, LayoutError> {
+    let actual = btf.member_size(ty, name)?;
     if actual != size {
-        return Err(format!("{ty}.{name} has size {actual}, expected {size}"));
+        return Err(LayoutError::MemberSize {
+            ty: ty.to_owned(),
+            member: name.to_owned(),
+            actual,
+            expected: size,
+        });
     }
-    btf.member_offset(ty, name).map_err(|e| e.to_string())
+    Ok(btf.member_offset(ty, name)?)
 }
 
 /// The struct offsets for resolving a file descriptor to its filesystem's device in the kernel.
-pub fn fd_dev_layout(btf: &Btf) -> Result<FdDevLayout, String> {
+pub fn fd_dev_layout(btf: &Btf) -> Result<FdDevLayout, LayoutError> {
     Ok(FdDevLayout {
         task_files: member_offset(btf, "task_struct", "files", 8)?,
         files_fdt: member_offset(btf, "files_struct", "fdt", 8)?,

@@ -3,11 +3,14 @@
 
 use std::path::Path;
 
+pub use layout_error::LayoutError;
+
 pub mod btf;
 pub mod constants;
 pub mod debugfs;
 pub mod devices;
 pub mod layout;
+pub mod layout_error;
 pub mod mounts;
 pub mod task_access;
 pub mod tracefs;
@@ -34,7 +37,7 @@ pub struct KernelInfo {
     pub tracefs: tracefs::Tracefs,
     /// Kernel BTF, or why it is unavailable (released once the probes are resolved, see
     /// [`crate::probes::loader::load_and_attach`]).
-    pub btf: Result<btf::Btf, String>,
+    pub btf: Result<btf::Btf, LayoutError>,
     pub release: String,
 }
 
@@ -47,7 +50,8 @@ impl KernelInfo {
         if let Some(why) = tracefs.unavailable() {
             tracing::warn!("{why}; classic tracepoint probes are skipped");
         }
-        let btf = btf::Btf::from_file(Path::new(VMLINUX_BTF)).map_err(|e| e.to_string());
+        let btf = btf::Btf::from_file(Path::new(VMLINUX_BTF))
+            .map_err(|e| LayoutError::NoBtf(std::sync::Arc::new(e)));
         Ok(KernelInfo {
             tracefs,
             btf,
@@ -55,14 +59,17 @@ impl KernelInfo {
         })
     }
 
-    /// The format of `category/event`, with errors as text (for probe gaps).
+    /// The format of `category/event` (its error is a probe's skip reason).
     pub fn event_format(
         &self,
         category: &str,
         event: &str,
-    ) -> Result<tracefs::EventFormat, String> {
-        self.tracefs
-            .event_format(category, event)
-            .map_err(|e| e.to_string())
+    ) -> Result<tracefs::EventFormat, LayoutError> {
+        Ok(self.tracefs.event_format(category, event)?)
+    }
+
+    /// Kernel BTF, or why there is none.
+    pub fn btf(&self) -> Result<&btf::Btf, LayoutError> {
+        self.btf.as_ref().map_err(Clone::clone)
     }
 }

@@ -3,7 +3,7 @@
 
 use probe_common::task::{CurrentTask, PrevStateSource};
 
-use super::{btf::Btf, layout::member_offset};
+use super::{LayoutError, btf::Btf, layout::member_offset};
 
 /// The `enum bpf_func_id` entry of the helper that types the current task (5.11+). A kernel
 /// knows a helper exactly when its BTF has the enumerator.
@@ -30,16 +30,17 @@ pub fn describe_current_task(task: CurrentTask) -> &'static str {
 /// Where `tp_btf/sched_switch` finds the previous task's state: its `prev_state` argument
 /// (5.18+), else `task_struct.__state` (5.14+) or `task_struct.state`. The prototype must be
 /// `(preempt, prev, next[, prev_state])` with the tasks at #1 and #2.
-pub fn prev_state_source(btf: &Btf) -> Result<PrevStateSource, String> {
+pub fn prev_state_source(btf: &Btf) -> Result<PrevStateSource, LayoutError> {
     const EVENT: &str = "sched_switch";
-    let count = btf.tp_btf_arg_count(EVENT).map_err(|e| e.to_string())?;
-    let prev = btf
-        .tp_btf_arg_index(EVENT, "task_struct")
-        .map_err(|e| e.to_string())?;
+    let count = btf.tp_btf_arg_count(EVENT)?;
+    let prev = btf.tp_btf_arg_index(EVENT, "task_struct")?;
     if prev != 1 || !(3..=4).contains(&count) {
-        return Err(format!(
-            "tp_btf {EVENT} has {count} arguments with the first task at #{prev}; expected \
-             (preempt, prev, next[, prev_state])"
+        return Err(LayoutError::prototype(
+            EVENT,
+            format!(
+                " has {count} arguments with the first task at #{prev}; expected \
+                 (preempt, prev, next[, prev_state])"
+            ),
         ));
     }
     if count == 4 {
@@ -53,7 +54,9 @@ pub fn prev_state_source(btf: &Btf) -> Result<PrevStateSource, String> {
     let (task_state, task_state_size) = member_offset(btf, "task_struct", "__state", 4)
         .map(|off| (off, 4))
         .or_else(|_| member_offset(btf, "task_struct", "state", 8).map(|off| (off, 8)))
-        .map_err(|e| format!("sched_switch has no prev_state argument and {e}"))?;
+        .map_err(|e| {
+            LayoutError::Unhandled(format!("sched_switch has no prev_state argument and {e}"))
+        })?;
     Ok(PrevStateSource {
         from_arg: 0,
         task_state,

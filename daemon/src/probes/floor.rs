@@ -11,7 +11,7 @@ use aya::{Btf as AyaBtf, Ebpf};
 
 use super::{
     catalog::Hook,
-    loader::{attach_program, plan_one},
+    loader::{AttachError, AyaBtfResult, attach_program, plan_one},
 };
 use crate::{error_chain::error_chain, families, kernel::KernelInfo};
 
@@ -33,7 +33,7 @@ pub struct Floor {
     _objects: Vec<Ebpf>,
     /// The hook as `wbscope check` names it, and the id of its floor program or why none runs
     /// there.
-    pub hooks: Vec<(String, Result<u32, String>)>,
+    pub hooks: Vec<(String, Result<u32, AttachError>)>,
 }
 
 impl Floor {
@@ -51,7 +51,7 @@ pub fn attach_floor(disabled: &[String]) -> Result<Floor, FloorError> {
     for family in &mut families {
         family.resolve(&kernel);
     }
-    let aya_btf = AyaBtf::from_sys_fs().map_err(|e| error_chain(&e));
+    let aya_btf = AyaBtf::from_sys_fs().map_err(|e| AttachError::NoAyaBtf(error_chain(&e)));
     let mut seen = Vec::new();
     let mut floor = Floor {
         _objects: Vec::new(),
@@ -85,9 +85,9 @@ pub fn attach_floor(disabled: &[String]) -> Result<Floor, FloorError> {
 fn attach_one(
     hook: Hook,
     btf_event: Option<&str>,
-    aya_btf: &Result<AyaBtf, String>,
-) -> Result<(Ebpf, u32), String> {
-    let mut ebpf = Ebpf::load(FLOOR_OBJECT).map_err(|e| error_chain(&e))?;
+    aya_btf: &AyaBtfResult,
+) -> Result<(Ebpf, u32), AttachError> {
+    let mut ebpf = Ebpf::load(FLOOR_OBJECT).map_err(|e| AttachError::Refused(error_chain(&e)))?;
     let name = match hook {
         Hook::Tracepoint { .. } => "floor_tracepoint",
         Hook::BtfTracepoint { .. } => "floor_btf",
@@ -95,9 +95,9 @@ fn attach_one(
     attach_program(&mut ebpf, name, hook, btf_event, aya_btf)?;
     let id = ebpf
         .program(name)
-        .ok_or_else(|| format!("{name} is missing from the floor object"))?
+        .ok_or_else(|| AttachError::MissingProgram(name.to_owned()))?
         .info()
-        .map_err(|e| error_chain(&e))?
+        .map_err(|e| AttachError::Refused(error_chain(&e)))?
         .id();
     Ok((ebpf, id))
 }

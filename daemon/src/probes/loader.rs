@@ -14,10 +14,33 @@ use probe_common::{
 
 use super::catalog::{Hook, ProbeSpec};
 pub use crate::error_chain::error_chain;
+use crate::kernel::LayoutError;
 use crate::{
     families::Family,
     kernel::{KernelInfo, layout::fd_dev_layout, task_access},
 };
+
+/// Why the kernel (or aya) did not take one program; the message is what `check` prints.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("program {0} is missing from the eBPF object")]
+    MissingProgram(String),
+    /// aya's own parse of kernel BTF, which tp_btf programs attach through, failed.
+    #[error("kernel BTF for aya: {0}")]
+    NoAyaBtf(String),
+    /// The verifier's or the attach call's answer, with its sources on one line.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl AttachError {
+    fn refused(e: &dyn std::error::Error) -> AttachError {
+        AttachError::Refused(error_chain(e))
+    }
+}
+
+/// aya's parse of kernel BTF, or why there is none.
+pub type AyaBtfResult = Result<AyaBtf, AttachError>;
 
 /// Why the eBPF object as a whole could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +83,7 @@ pub struct LoadedProbes {
     pub ebpf: Ebpf,
     pub reports: Vec<ProbeReport>,
     /// The fd → device layout shared by the sync-call probes, or why it is unavailable.
-    pub fd_dev: Result<FdDevLayout, String>,
+    pub fd_dev: Result<FdDevLayout, LayoutError>,
     /// How the probes reach the current task on this kernel.
     pub current_task: CurrentTask,
     /// Maps sized from the host at load: (name, max entries).
@@ -85,12 +108,9 @@ type Plan<'a> = (
     Result<Option<&'static str>, AttachStatus>,
 );
 
-/// What `kernel.btf` says once [`load_and_attach`] has released our parse.
-pub const BTF_RELEASED: &str = "released after resolving the probes";
-
 /// Loads the object with every family's globals and attaches every enabled probe.
 ///
-/// Our BTF parse is released (`kernel.btf` becomes `Err(BTF_RELEASED)`) once every probe's
+/// Our BTF parse is released (`kernel.btf` becomes `Err(LayoutError::BtfReleased)`) once every probe's
 /// hook is resolved and before aya parses kernel BTF for itself: each parse of vmlinux BTF
 /// takes 10-20 MB at its peak, and holding both at once set the daemon's start-up peak RSS.
 pub fn load_and_attach(
@@ -100,11 +120,7 @@ pub fn load_and_attach(
     ignore_tgid: u32,
     disabled: &[String],
 ) -> Result<LoadedProbes, LoadError> {
-    let fd_dev = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))
-        .and_then(fd_dev_layout);
+    let fd_dev = kernel.btf().and_then(fd_dev_layout);
     let current_task = kernel
         .btf
         .as_ref()
@@ -119,7 +135,7 @@ pub fn load_and_attach(
             (family, spec, hook, plan_one(spec, family, kernel, disabled))
         })
         .collect();
-    kernel.btf = Err(BTF_RELEASED.to_owned());
+    kernel.btf = Err(LayoutError::BtfReleased);
 
     // aya needs its own parse of kernel BTF to resolve tp_btf attach targets. Parsed once and
     // lent to the loader too, which would otherwise parse it again for any CO-RE relocation.
@@ -127,9 +143,11 @@ pub fn load_and_attach(
         .iter()
         .any(|(_, spec, _, plan)| plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. }));
     let aya_btf = if needs_btf {
-        AyaBtf::from_sys_fs().map_err(|e| e.to_string())
+        AyaBtf::from_sys_fs().map_err(|e| AttachError::NoAyaBtf(error_chain(&e)))
     } else {
-        Err(String::new())
+        Err(AttachError::NoAyaBtf(
+            "not parsed: no tp_btf probe to attach".to_owned(),
+        ))
     };
     let mut loader = EbpfLoader::new();
     if let Ok(btf) = &aya_btf {
@@ -156,7 +174,7 @@ pub fn load_and_attach(
                 Err(status) => status,
                 Ok(event) => match try_attach(&mut ebpf, spec, event, &aya_btf) {
                     Ok(()) => AttachStatus::Attached,
-                    Err(why) => AttachStatus::Failed(why),
+                    Err(why) => AttachStatus::Failed(why.to_string()),
                 },
             },
         })
@@ -181,7 +199,7 @@ fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
                 .then(|| format!("tracepoint {category}/{event} does not exist on this kernel")),
         },
         Hook::BtfTracepoint { event, older } => match &kernel.btf {
-            Err(why) => Some(format!("tp_btf needs kernel BTF: {why}")),
+            Err(why) => Some(format!("tp_btf: {why}")),
             Ok(btf) => btf_event(btf, event, older).is_none().then(|| match older {
                 Some(older) => {
                     format!("neither tp_btf {event} nor {older} exists on this kernel")
@@ -245,8 +263,8 @@ fn try_attach(
     ebpf: &mut Ebpf,
     spec: &ProbeSpec,
     btf_event: Option<&str>,
-    aya_btf: &Result<AyaBtf, String>,
-) -> Result<(), String> {
+    aya_btf: &AyaBtfResult,
+) -> Result<(), AttachError> {
     attach_program(ebpf, spec.program, spec.hook, btf_event, aya_btf)
 }
 
@@ -257,25 +275,27 @@ pub(super) fn attach_program(
     name: &str,
     hook: Hook,
     btf_event: Option<&str>,
-    aya_btf: &Result<AyaBtf, String>,
-) -> Result<(), String> {
+    aya_btf: &AyaBtfResult,
+) -> Result<(), AttachError> {
+    let refused = |e: &dyn std::error::Error| AttachError::refused(e);
     let program = ebpf
         .program_mut(name)
-        .ok_or_else(|| format!("program {name} is missing from the eBPF object"))?;
+        .ok_or_else(|| AttachError::MissingProgram(name.to_owned()))?;
     match hook {
         Hook::Tracepoint { category, event } => {
-            let tp: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
-            tp.load().map_err(|e| error_chain(&e))?;
-            tp.attach(category, event).map_err(|e| error_chain(&e))?;
+            let tp: &mut TracePoint = program.try_into().map_err(|e| refused(&e))?;
+            tp.load().map_err(|e| refused(&e))?;
+            tp.attach(category, event).map_err(|e| refused(&e))?;
         }
         Hook::BtfTracepoint { event, .. } => {
             let event = btf_event.unwrap_or(event);
-            let btf = aya_btf
-                .as_ref()
-                .map_err(|why| format!("kernel BTF for aya: {why}"))?;
-            let tp: &mut BtfTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
-            tp.load(event, btf).map_err(|e| error_chain(&e))?;
-            tp.attach().map_err(|e| error_chain(&e))?;
+            let btf = match aya_btf {
+                Ok(btf) => btf,
+                Err(why) => return Err(AttachError::NoAyaBtf(why.to_string())),
+            };
+            let tp: &mut BtfTracePoint = program.try_into().map_err(|e| refused(&e))?;
+            tp.load(event, btf).map_err(|e| refused(&e))?;
+            tp.attach().map_err(|e| refused(&e))?;
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! The stall-events family: no probes of its own (the other families' probes report stalls),
 //! the BTF facts the stall code needs, and the stall metrics.
 
+use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
 use probe_common::stall::{StallLayout, names};
 use prometheus::core::Collector;
@@ -18,16 +19,17 @@ use crate::{
 /// The stall-events family.
 #[derive(Default)]
 pub struct StallEvents {
-    layout: Option<Result<StallLayout, String>>,
+    layout: Part<StallLayout>,
 }
 
-fn resolve_layout(btf: &Btf) -> Result<StallLayout, String> {
-    let op_flush = btf
-        .enum_value(request_op_enum(btf), "REQ_OP_FLUSH")
-        .map_err(|e| e.to_string())?;
+fn resolve_layout(btf: &Btf) -> Result<StallLayout, LayoutError> {
+    let op_flush = btf.enum_value(request_op_enum(btf), "REQ_OP_FLUSH")?;
     Ok(StallLayout {
         inode_i_ino: member_offset(btf, "inode", "i_ino", 8)?,
-        op_flush: u32::try_from(op_flush).map_err(|_| format!("REQ_OP_FLUSH = {op_flush}"))?,
+        op_flush: u32::try_from(op_flush).map_err(|_| LayoutError::OutOfRange {
+            what: "REQ_OP_FLUSH".to_owned(),
+            value: op_flush,
+        })?,
         task_comm: member_offset(btf, "task_struct", "comm", 16)?,
         task_tgid: member_offset(btf, "task_struct", "tgid", 4)?,
         resolved: 1,
@@ -45,10 +47,7 @@ impl Family for StallEvents {
     }
 
     fn resolve(&mut self, kernel: &KernelInfo) {
-        self.layout = Some(match &kernel.btf {
-            Ok(btf) => resolve_layout(btf),
-            Err(why) => Err(format!("no kernel BTF: {why}")),
-        });
+        self.layout = Some(kernel.btf().and_then(resolve_layout));
     }
 
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {

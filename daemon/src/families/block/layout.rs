@@ -12,6 +12,7 @@ use probe_common::{
 };
 
 use crate::kernel::{
+    LayoutError,
     btf::Btf,
     layout::{member_offset, request_op_enum},
 };
@@ -20,9 +21,9 @@ use crate::kernel::{
 pub struct Resolved {
     pub layout: BlockLayout,
     /// Request probes (issue, requeue, complete) can run.
-    pub rq: Result<(), String>,
+    pub rq: Result<(), LayoutError>,
     /// The bio probe can run.
-    pub bio: Result<(), String>,
+    pub bio: Result<(), LayoutError>,
     /// Set where bios name their disk rather than their block device (before 5.12).
     pub bio_disk: Option<BioDiskLayout>,
     /// `op` label by raw `req_op` value (ops not listed are `other`).
@@ -59,20 +60,23 @@ pub fn resolve(btf: &Btf) -> Resolved {
     }
 }
 
-fn enum_u32(btf: &Btf, name: &str, variant: &str) -> Result<u32, String> {
-    let value = btf.enum_value(name, variant).map_err(|e| e.to_string())?;
-    u32::try_from(value).map_err(|_| format!("{name}::{variant} = {value} is out of range"))
+fn enum_u32(btf: &Btf, name: &str, variant: &str) -> Result<u32, LayoutError> {
+    let value = btf.enum_value(name, variant)?;
+    u32::try_from(value).map_err(|_| LayoutError::OutOfRange {
+        what: format!("{name}::{variant}"),
+        value,
+    })
 }
 
 /// The op mask and the op values the probes compare against.
-fn resolve_common(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
+fn resolve_common(btf: &Btf, l: &mut BlockLayout) -> Result<(), LayoutError> {
     // The flag bits start right above the op (`__REQ_FAILFAST_DEV = REQ_OP_BITS`), so the op
     // mask follows from the first flag bit rather than from a REQ_OP_BITS we would have to assume.
     let op_bits = enum_u32(btf, "req_flag_bits", "__REQ_FAILFAST_DEV")?;
     if !(1..32).contains(&op_bits) {
-        return Err(format!(
+        return Err(LayoutError::Unhandled(format!(
             "__REQ_FAILFAST_DEV = {op_bits} is not a plausible op width"
-        ));
+        )));
     }
     l.op_mask = (1u32 << op_bits) - 1;
     let ops = request_op_enum(btf);
@@ -96,7 +100,7 @@ fn resolve_flags(btf: &Btf, l: &mut BlockLayout) {
     }
 }
 
-fn resolve_request(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
+fn resolve_request(btf: &Btf, l: &mut BlockLayout) -> Result<(), LayoutError> {
     l.rq_q = member_offset(btf, "request", "q", 8)?;
     l.rq_cmd_flags = member_offset(btf, "request", "cmd_flags", 4)?;
     l.rq_data_len = member_offset(btf, "request", "__data_len", 4)?;
@@ -114,8 +118,9 @@ fn resolve_request(btf: &Btf, l: &mut BlockLayout) -> Result<(), String> {
     // The probe reads (rq, error, nr_bytes) as arguments 0, 1, 2.
     let complete = arg_index(btf, "block_rq_complete", "request")?;
     if complete != 0 {
-        return Err(format!(
-            "tp_btf block_rq_complete: `struct request *` is argument {complete}, expected 0"
+        return Err(LayoutError::prototype(
+            "block_rq_complete",
+            format!(": `struct request *` is argument {complete}, expected 0"),
         ));
     }
     if let Ok(off) = member_offset(btf, "request", "start_time_ns", 8) {
@@ -143,7 +148,7 @@ fn resolve_bio(
     btf: &Btf,
     l: &mut BlockLayout,
     disk: &mut Option<BioDiskLayout>,
-) -> Result<(), String> {
+) -> Result<(), LayoutError> {
     l.bio_bi_opf = member_offset(btf, "bio", "bi_opf", 4)?;
     l.bio_queue_arg = arg_index(btf, "block_bio_queue", "bio")?;
     // `bio->bi_bdev` since 5.12; before, `bi_disk` + `bi_partno`.
@@ -153,18 +158,17 @@ fn resolve_bio(
             l.bdev_bd_dev = member_offset(btf, "block_device", "bd_dev", 4)?;
         }
         Err(no_bdev) => {
-            *disk = Some(
-                bio_disk_layout(btf)
-                    .map_err(|e| format!("{no_bdev}, and for bi_disk + bi_partno: {e}"))?,
-            );
+            *disk = Some(bio_disk_layout(btf).map_err(|e| {
+                LayoutError::Unhandled(format!("{no_bdev}, and for bi_disk + bi_partno: {e}"))
+            })?);
         }
     }
     Ok(())
 }
 
 /// The offsets for a bio's device on kernels before 5.12 (`probe_common::bio_disk`).
-fn bio_disk_layout(btf: &Btf) -> Result<BioDiskLayout, String> {
-    let offset = |ty: &str, name: &str| btf.member_offset(ty, name).map_err(|e| e.to_string());
+fn bio_disk_layout(btf: &Btf) -> Result<BioDiskLayout, LayoutError> {
+    let offset = |ty: &str, name: &str| btf.member_offset(ty, name);
     Ok(BioDiskLayout {
         bio_bi_disk: member_offset(btf, "bio", "bi_disk", 8)?,
         bio_bi_partno: member_offset(btf, "bio", "bi_partno", 1)?,
@@ -180,14 +184,13 @@ fn bio_disk_layout(btf: &Btf) -> Result<BioDiskLayout, String> {
     })
 }
 
-fn arg_index(btf: &Btf, event: &str, struct_name: &str) -> Result<u32, String> {
-    let index = btf
-        .tp_btf_arg_index(event, struct_name)
-        .map_err(|e| e.to_string())?;
+fn arg_index(btf: &Btf, event: &str, struct_name: &str) -> Result<u32, LayoutError> {
+    let index = btf.tp_btf_arg_index(event, struct_name)?;
     // The probes read the pointer from argument 0 or 1.
     if index > 1 {
-        return Err(format!(
-            "tp_btf {event}: `struct {struct_name} *` is argument {index}"
+        return Err(LayoutError::prototype(
+            event,
+            format!(": `struct {struct_name} *` is argument {index}"),
         ));
     }
     Ok(index)
@@ -213,8 +216,8 @@ mod tests {
             return;
         };
         let r = resolve(&btf);
-        assert_eq!(r.rq, Ok(()));
-        assert_eq!(r.bio, Ok(()));
+        assert!(r.rq.is_ok(), "{:?}", r.rq);
+        assert!(r.bio.is_ok(), "{:?}", r.bio);
         assert!(
             r.layout.flag_masks.iter().all(|m| *m != 0),
             "{:?}",

@@ -13,7 +13,7 @@ use probe_common::block::{
 };
 use prometheus::core::Collector;
 
-use super::{CollectorContext, Family, KernelInfo};
+use super::{CollectorContext, Family, KernelInfo, Part};
 use crate::probes::ProbeSpec;
 
 const PROBES: &[ProbeSpec] = &[
@@ -26,7 +26,7 @@ const PROBES: &[ProbeSpec] = &[
 /// The block-layer family.
 #[derive(Default)]
 pub struct Block {
-    resolved: Option<Result<layout::Resolved, String>>,
+    resolved: Part<layout::Resolved>,
 }
 
 impl Family for Block {
@@ -39,16 +39,13 @@ impl Family for Block {
     }
 
     fn resolve(&mut self, kernel: &KernelInfo) {
-        self.resolved = Some(match &kernel.btf {
-            Ok(btf) => Ok(layout::resolve(btf)),
-            Err(why) => Err(format!("no kernel BTF: {why}")),
-        });
+        self.resolved = Some(kernel.btf().map(layout::resolve));
     }
 
     fn gap(&self, probe: &ProbeSpec) -> Option<String> {
         let resolved = match &self.resolved {
             Some(Ok(r)) => r,
-            Some(Err(why)) => return Some(why.clone()),
+            Some(Err(why)) => return Some(why.to_string()),
             None => return Some("layout not resolved".into()),
         };
         let part = if probe.program == "block_bio_queue" {
@@ -56,7 +53,7 @@ impl Family for Block {
         } else {
             &resolved.rq
         };
-        part.as_ref().err().cloned()
+        part.as_ref().err().map(ToString::to_string)
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {

@@ -2,6 +2,7 @@
 //! thresholds from /proc/vmstat and /proc/meminfo, per-device dirty state from debugfs
 //! `bdi/MAJ:MIN/stats`, and I/O pressure from /proc/pressure/io.
 
+use crate::{families::Part, kernel::LayoutError};
 use std::path::{Path, PathBuf};
 
 use aya::{Ebpf, EbpfLoader};
@@ -107,7 +108,7 @@ const FAMILIES: &[(&str, &str)] = &[
 #[derive(Default)]
 pub struct DirtyMemory {
     /// Where the bdi statistics are, or why they are not available.
-    bdi_root: Option<Result<debugfs::Debugfs, String>>,
+    bdi_root: Part<debugfs::Debugfs>,
     psi: bool,
 }
 
@@ -121,7 +122,7 @@ impl Family for DirtyMemory {
     }
 
     fn resolve(&mut self, _kernel: &KernelInfo) {
-        self.bdi_root = Some(debugfs::locate_or_mount().map_err(|e| e.to_string()));
+        self.bdi_root = Some(debugfs::locate_or_mount().map_err(LayoutError::from));
         // With CONFIG_PSI but psi=0 on the command line the file exists and reading it fails.
         self.psi = std::fs::read_to_string(PSI_IO).is_ok();
     }

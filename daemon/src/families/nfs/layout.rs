@@ -5,7 +5,7 @@
 use probe_common::nfs::NfsFormat;
 
 use crate::kernel::{
-    KernelInfo,
+    KernelInfo, LayoutError,
     layout::{field_offset, member_offset},
     tracefs::EventFormat,
 };
@@ -31,7 +31,7 @@ pub fn module_missing(kernel: &KernelInfo) -> Option<String> {
 fn dev_fileid_offset(
     kernel: &KernelInfo,
     event: &str,
-) -> Result<(EventFormat, u32, u32, u32), String> {
+) -> Result<(EventFormat, u32, u32, u32), LayoutError> {
     let format = kernel.event_format(CATEGORY, event)?;
     let dev = field_offset(&format, "dev", |n| n == 4)?;
     let fileid = field_offset(&format, "fileid", |n| n == 8)?;
@@ -40,9 +40,9 @@ fn dev_fileid_offset(
 }
 
 /// The WRITE part: `nfs_initiate_write` and `nfs_writeback_done`.
-pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
+pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), LayoutError> {
     if let Some(why) = module_missing(kernel) {
-        return Err(why);
+        return Err(LayoutError::Unhandled(why));
     }
     let (start, dev, fileid, offset) = dev_fileid_offset(kernel, "nfs_initiate_write")?;
     let count = field_offset(&start, "count", |n| n == 4)?;
@@ -70,21 +70,21 @@ pub fn writes(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
 /// NFS probes stay off on purpose. With them attached through `status`, a 5.10 guest soft-locked
 /// for minutes in wbscope's detach thread after the random-writes test; until that is
 /// understood, not attaching is the safe answer.
-fn reply_status(done: &EventFormat) -> Result<u32, String> {
+fn reply_status(done: &EventFormat) -> Result<u32, LayoutError> {
     match field_offset(done, "error", |n| n == 4) {
         Ok(offset) => Ok(offset),
-        Err(error) if done.require("status").is_ok() => Err(format!(
+        Err(error) if done.require("status").is_ok() => Err(LayoutError::Unhandled(format!(
             "{error} (this kernel's `status` variant is not used: detaching the NFS probes \
              soft-locked a 5.10 guest)"
-        )),
+        ))),
         Err(error) => Err(error),
     }
 }
 
 /// The COMMIT part: `nfs_initiate_commit` and `nfs_commit_done`.
-pub fn commits(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
+pub fn commits(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), LayoutError> {
     if let Some(why) = module_missing(kernel) {
-        return Err(why);
+        return Err(LayoutError::Unhandled(why));
     }
     let (_, dev, fileid, offset) = dev_fileid_offset(kernel, "nfs_initiate_commit")?;
     let (done, done_dev, done_fileid, done_offset) = dev_fileid_offset(kernel, "nfs_commit_done")?;
@@ -102,20 +102,16 @@ pub fn commits(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
 
 /// The sync-mode part: `tp_btf/wbc_writepage(struct writeback_control *, …)` and the member.
 /// Only wanted where WRITEs are counted: it runs once per folio of every writepages pass.
-pub fn pass_mode(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), String> {
+pub fn pass_mode(kernel: &KernelInfo, f: &mut NfsFormat) -> Result<(), LayoutError> {
     if let Some(why) = module_missing(kernel) {
-        return Err(why);
+        return Err(LayoutError::Unhandled(why));
     }
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
-    let wbc = btf
-        .tp_btf_arg_index("wbc_writepage", "writeback_control")
-        .map_err(|e| e.to_string())?;
+    let btf = kernel.btf()?;
+    let wbc = btf.tp_btf_arg_index("wbc_writepage", "writeback_control")?;
     if wbc != 0 {
-        return Err(format!(
-            "tp_btf wbc_writepage: writeback_control * is argument {wbc}, expected 0"
+        return Err(LayoutError::prototype(
+            "wbc_writepage",
+            format!(": writeback_control * is argument {wbc}, expected 0"),
         ));
     }
     f.wbc_sync_mode = member_offset(btf, "writeback_control", "sync_mode", 4)?;

@@ -18,7 +18,7 @@ use probe_common::nfs::{
 };
 use prometheus::core::Collector;
 
-use super::{CollectorContext, Family, KernelInfo, Part, gap_of};
+use super::{CollectorContext, Family, KernelInfo, LayoutError, Part, gap_of};
 use crate::probes::ProbeSpec;
 
 const PROBES: &[ProbeSpec] = &[
@@ -64,7 +64,7 @@ impl Family for Nfs {
         self.pass_mode = Some(match &self.writes {
             Some(Ok(())) => layout::pass_mode(kernel, &mut format),
             Some(Err(why)) => Err(why.clone()),
-            None => Err("layout not resolved".into()),
+            None => Err(LayoutError::Unhandled("layout not resolved".into())),
         });
         self.format = format;
     }

@@ -2,6 +2,7 @@
 //! filesystem fsync event offsets from tracefs, `io_kiocb` / `io_sync` offsets and `io_uring_op`
 //! values from BTF.
 
+use crate::kernel::LayoutError;
 use probe_common::{
     layout::SysEnterFdFormat,
     sync_layout::{FieldFormat, IoUringLayout, SfrEnterFormat},
@@ -21,7 +22,7 @@ fn long(n: u32) -> bool {
 }
 
 /// The `fd` offset of a `sys_enter_*` record.
-pub fn sys_enter_fd(kernel: &KernelInfo, event: &str) -> Result<SysEnterFdFormat, String> {
+pub fn sys_enter_fd(kernel: &KernelInfo, event: &str) -> Result<SysEnterFdFormat, LayoutError> {
     let format = kernel.event_format("syscalls", event)?;
     Ok(SysEnterFdFormat {
         fd: field_offset(&format, "fd", long)?,
@@ -30,7 +31,7 @@ pub fn sys_enter_fd(kernel: &KernelInfo, event: &str) -> Result<SysEnterFdFormat
 }
 
 /// `sys_enter_sync_file_range`: `fd` and `flags`.
-pub fn sfr_enter(kernel: &KernelInfo) -> Result<SfrEnterFormat, String> {
+pub fn sfr_enter(kernel: &KernelInfo) -> Result<SfrEnterFormat, LayoutError> {
     let format = kernel.event_format("syscalls", "sys_enter_sync_file_range")?;
     Ok(SfrEnterFormat {
         fd: field_offset(&format, "fd", long)?,
@@ -45,7 +46,7 @@ pub fn field(
     event: &str,
     name: &str,
     size: u32,
-) -> Result<FieldFormat, String> {
+) -> Result<FieldFormat, LayoutError> {
     let format = kernel.event_format(category, event)?;
     Ok(FieldFormat {
         offset: field_offset(&format, name, |n| n == size)?,
@@ -54,34 +55,28 @@ pub fn field(
 }
 
 /// `struct io_kiocb` / `struct io_sync` offsets and the FSYNC / SYNC_FILE_RANGE opcodes.
-pub fn io_uring(kernel: &KernelInfo) -> Result<IoUringLayout, String> {
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
-    let op = |name: &str| -> Result<u32, String> {
-        let value = btf
-            .enum_value("io_uring_op", name)
-            .map_err(|e| e.to_string())?;
-        u32::try_from(value).map_err(|_| format!("{name} = {value} out of range"))
+pub fn io_uring(kernel: &KernelInfo) -> Result<IoUringLayout, LayoutError> {
+    let btf = kernel.btf()?;
+    let op = |name: &str| -> Result<u32, LayoutError> {
+        let value = btf.enum_value("io_uring_op", name)?;
+        u32::try_from(value).map_err(|_| LayoutError::OutOfRange {
+            what: name.to_owned(),
+            value,
+        })
     };
     check_io_uring_prototypes(btf)?;
     // `cmd` is a union of opaque per-opcode data; its size only bounds what fits in it.
-    let cmd_size = btf
-        .member_size("io_kiocb", "cmd")
-        .map_err(|e| e.to_string())?;
+    let cmd_size = btf.member_size("io_kiocb", "cmd")?;
     let io_sync_flags = member_offset(btf, "io_sync", "flags", 4)?;
     if io_sync_flags + 4 > cmd_size {
-        return Err(format!(
+        return Err(LayoutError::Unhandled(format!(
             "io_sync.flags (offset {io_sync_flags}) does not fit in io_kiocb.cmd ({cmd_size} bytes)"
-        ));
+        )));
     }
     Ok(IoUringLayout {
         kiocb_opcode: member_offset(btf, "io_kiocb", "opcode", 1)?,
         kiocb_file: member_offset(btf, "io_kiocb", "file", 8)?,
-        kiocb_cmd: btf
-            .member_offset("io_kiocb", "cmd")
-            .map_err(|e| e.to_string())?,
+        kiocb_cmd: btf.member_offset("io_kiocb", "cmd")?,
         io_sync_flags,
         op_fsync: op("IORING_OP_FSYNC")?,
         op_sync_file_range: op("IORING_OP_SYNC_FILE_RANGE")?,
@@ -94,7 +89,7 @@ pub fn io_uring(kernel: &KernelInfo) -> Result<IoUringLayout, String> {
 /// (whichever name BTF has). Kernels before 5.15 or so pass the ring, opcode and `user_data`
 /// there instead, with no request to follow to its file. `io_uring_complete` takes the request
 /// as a `void *` (#1), which BTF cannot tell from any other pointer, so it is not checked.
-fn check_io_uring_prototypes(btf: &Btf) -> Result<(), String> {
+fn check_io_uring_prototypes(btf: &Btf) -> Result<(), LayoutError> {
     let Some(submit) = ["io_uring_submit_req", "io_uring_submit_sqe"]
         .into_iter()
         .find(|e| btf.has_type(&format!("btf_trace_{e}")))
@@ -104,11 +99,13 @@ fn check_io_uring_prototypes(btf: &Btf) -> Result<(), String> {
     };
     match btf.tp_btf_arg_index(submit, "io_kiocb") {
         Ok(0) => Ok(()),
-        Ok(n) => Err(format!(
-            "tp_btf {submit} has the request at argument #{n}, not #0"
+        Ok(n) => Err(LayoutError::prototype(
+            submit,
+            format!(" has the request at argument #{n}, not #0"),
         )),
-        Err(_) => Err(format!(
-            "tp_btf {submit} takes no request (struct io_kiocb) on this kernel"
+        Err(_) => Err(LayoutError::prototype(
+            submit,
+            " takes no request (struct io_kiocb) on this kernel",
         )),
     }
 }
