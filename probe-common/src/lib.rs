@@ -8,6 +8,7 @@
 
 pub mod bio_disk;
 pub mod block;
+pub mod device_write;
 pub mod dirty;
 pub mod hist;
 pub mod journal;

@@ -16,6 +16,7 @@ mod bio_disk;
 mod block;
 mod btf_load;
 mod current_task;
+mod device_writes;
 mod dirty_throttle;
 mod fd_dev;
 mod folio_wait;

@@ -33,7 +33,8 @@ static WB_WORK_STATS: PerCpuHashMap<WbKey, WbStats> = PerCpuHashMap::with_max_en
 
 /// The item each flusher thread is executing. LRU: flusher threads come and go with devices.
 #[map]
-static FLUSHER_ITEMS: LruHashMap<u32, FlusherItem> = LruHashMap::with_max_entries(4096, 0);
+pub(crate) static FLUSHER_ITEMS: LruHashMap<u32, FlusherItem> =
+    LruHashMap::with_max_entries(4096, 0);
 
 /// The fields of one `writeback_work_class` record that wbscope uses.
 struct WorkRecord {

@@ -8,6 +8,7 @@ use prometheus::core::Collector;
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
 pub mod block;
+pub mod device_writes;
 pub mod dirty_memory;
 pub mod dirty_throttle;
 pub mod filesystems;
@@ -79,6 +80,7 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(filesystems::Filesystems),
         Box::new(submissions::Submissions::default()),
         Box::new(block::Block::default()),
+        Box::new(device_writes::DeviceWrites::default()),
         Box::new(nfs::Nfs::default()),
         Box::new(dirty_memory::DirtyMemory::default()),
         Box::new(dirty_throttle::DirtyThrottle::default()),

@@ -6,6 +6,7 @@
 mod block;
 mod bpftrace;
 mod degrade;
+mod device_writes;
 mod dirty_memory;
 mod dirty_throttle;
 mod harness;
