@@ -31,6 +31,7 @@ mod stall_events;
 mod submissions;
 mod sync_calls;
 mod top_procs;
+mod work_queuers;
 mod writeback;
 
 #[cfg(not(test))]

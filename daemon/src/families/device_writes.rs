@@ -107,6 +107,7 @@ impl Family for DeviceWrites {
             reasons: self.reasons.clone(),
         };
         let reader = std::sync::Arc::new(reader);
+        let _ = ctx.device_writes.set(reader.clone());
         vec![Box::new(DeviceWriteCollector {
             reader,
             descs: describe(FAMILIES),
@@ -130,6 +131,9 @@ const FAMILIES: &[(&str, &str); 2] = &[
         "Write bios counted in wbscope_device_write_bytes_total.",
     ),
 ];
+
+/// Where the collector leaves its reader for the stall context.
+pub type ReaderSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<DeviceWriteReader>>>;
 
 /// Labels of one series: device, source, sync mode, reason.
 pub type SourceLabels = (String, &'static str, String, String);
