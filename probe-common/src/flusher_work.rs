@@ -71,4 +71,5 @@ user_pod!(WorkId, Queuer, WorkRecord, WorkQueuerLayout);
 pub mod names {
     pub const WORK_QUEUER_LAYOUT: &str = "WORK_QUEUER_LAYOUT";
     pub const WORK_RECORDS: &str = "WORK_RECORDS";
+    pub const RUNNING_WORK: &str = "RUNNING_WORK";
 }

@@ -60,6 +60,7 @@ impl StallService {
         let mut threshold = ThresholdMap::take(ebpf)?;
         let ring = take_ring(ebpf)?;
         let work_ring = context::history::take_work_ring(ebpf);
+        history.take_running(ebpf);
         // The stream is a convenience for `wbscope trace`: a socket that cannot be bound (e.g.
         // another daemon on the host serves it) costs the stream, not the daemon.
         let listener = match &config.socket {

@@ -14,6 +14,7 @@ mod journal;
 mod map_pressure;
 mod nfs;
 mod series_budget;
+mod stall_context;
 mod stalls;
 mod submissions;
 mod sync_all_calls;

@@ -8,7 +8,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use aya::maps::{MapData, RingBuf};
+use aya::maps::{HashMap, MapData, RingBuf};
 use probe_common::flusher_work::WorkRecord;
 
 use super::{SourceShare, StallContext, WorkItem};
@@ -58,6 +58,9 @@ pub struct History {
     reasons: BTreeMap<u32, String>,
     page_size: u64,
     inner: Mutex<Inner>,
+    /// The kernel's `RUNNING_WORK` (flusher tid → item so far): items still running when a
+    /// stall ends have no record yet.
+    running: Mutex<Option<HashMap<MapData, u32, WorkRecord>>>,
 }
 
 impl History {
@@ -72,7 +75,58 @@ impl History {
             reasons,
             page_size,
             inner: Mutex::new(Inner::default()),
+            running: Mutex::new(None),
         }
+    }
+
+    /// Takes the running-items map out of the object (the stall service does, at start).
+    pub fn take_running(&self, ebpf: &mut aya::Ebpf) {
+        let map = ebpf
+            .take_map(probe_common::flusher_work::names::RUNNING_WORK)
+            .and_then(|m| HashMap::try_from(m).ok());
+        if let Ok(mut running) = self.running.lock() {
+            *running = map;
+        }
+    }
+
+    /// Items the flusher is executing now, as (bdi, item, start, end = now).
+    fn running_items(&self) -> Vec<(String, WorkItem, u64, u64)> {
+        let Ok(running) = self.running.lock() else {
+            return Vec::new();
+        };
+        let Some(map) = running.as_ref() else {
+            return Vec::new();
+        };
+        let now = monotonic_now_ns();
+        map.iter()
+            .flatten()
+            .map(|(_, mut r)| {
+                r.end_ns = now;
+                self.item(&r, true)
+            })
+            .collect()
+    }
+
+    fn item(&self, r: &WorkRecord, running: bool) -> (String, WorkItem, u64, u64) {
+        let bdi = devices::label_for_bdi(&bdi_name(&r.id.key));
+        let item = WorkItem {
+            sync_mode: sync_mode_label(r.id.key.sync_mode),
+            reason: self
+                .reasons
+                .get(&r.id.key.reason)
+                .cloned()
+                .unwrap_or_else(|| r.id.key.reason.to_string()),
+            queued_by_pid: r.queuer.tgid,
+            queued_by_comm: comm(&r.queuer.comm),
+            start_unix_ns: monotonic_to_unix(r.start_ns),
+            end_unix_ns: if running {
+                0
+            } else {
+                monotonic_to_unix(r.end_ns)
+            },
+            bytes: r.pages * self.page_size,
+        };
+        (bdi, item, r.start_ns, r.end_ns)
     }
 
     /// Reads the counters and the active devices' bdi stats once and keeps the sample.
@@ -129,25 +183,12 @@ impl History {
 
     /// Keeps one executed work item from the ring buffer.
     pub fn push_work(&self, r: &WorkRecord) {
-        let bdi = devices::label_for_bdi(&bdi_name(&r.id.key));
-        let item = WorkItem {
-            sync_mode: sync_mode_label(r.id.key.sync_mode),
-            reason: self
-                .reasons
-                .get(&r.id.key.reason)
-                .cloned()
-                .unwrap_or_else(|| r.id.key.reason.to_string()),
-            queued_by_pid: r.queuer.tgid,
-            queued_by_comm: comm(&r.queuer.comm),
-            start_unix_ns: monotonic_to_unix(r.start_ns),
-            end_unix_ns: monotonic_to_unix(r.end_ns),
-            bytes: r.pages * self.page_size,
-        };
+        let entry = self.item(r, false);
         if let Ok(mut inner) = self.inner.lock() {
             if inner.works.len() >= MAX_WORKS {
                 inner.works.pop_front();
             }
-            inner.works.push_back((bdi, item, r.start_ns, r.end_ns));
+            inner.works.push_back(entry);
         }
     }
 
@@ -161,6 +202,7 @@ impl History {
         fresh: bool,
     ) -> Option<StallContext> {
         let fresh = if fresh { self.read() } else { None };
+        let running = self.running_items();
         let inner = self.inner.lock().ok()?;
         let start = inner
             .samples
@@ -204,6 +246,7 @@ impl History {
         let flusher_work = inner
             .works
             .iter()
+            .chain(running.iter())
             .filter(|(bdi, _, s, e)| matches(bdi) && *s <= window_end && *e >= start.mono_ns)
             .map(|(_, w, _, _)| w.clone())
             .collect();

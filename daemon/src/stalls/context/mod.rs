@@ -65,8 +65,9 @@ pub struct WorkItem {
     pub queued_by_pid: u32,
     pub queued_by_comm: String,
     pub start_unix_ns: u64,
+    /// 0 while the item is still running when the stall ends.
     pub end_unix_ns: u64,
-    /// Bytes it wrote back (all of it, also outside the window).
+    /// Bytes it wrote back (all of it, also outside the window; so far, if running).
     pub bytes: u64,
 }
 
