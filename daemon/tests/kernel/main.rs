@@ -15,6 +15,7 @@ mod map_pressure;
 mod nfs;
 mod series_budget;
 mod stall_context;
+mod stall_verdicts;
 mod stalls;
 mod submissions;
 mod sync_all_calls;

@@ -22,7 +22,7 @@ use crate::harness::TestDaemon;
 const MIB: u64 = 1 << 20;
 const LOWER_BPS: u64 = 48 * MIB;
 
-fn diskstat_written(dev: &str) -> u64 {
+pub(crate) fn diskstat_written(dev: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/sys/block/{dev}/stat")).expect("block stat");
     let fields: Vec<u64> = text
         .split_whitespace()
@@ -33,9 +33,13 @@ fn diskstat_written(dev: &str) -> u64 {
 
 /// An ext4 filesystem on a loop device backed (direct I/O) by a file on a throttled ext4 loop
 /// device. The upper one is dropped first (declared second).
-fn slow_device() -> (LoopFs, LoopFs) {
+pub(crate) fn slow_device() -> (LoopFs, LoopFs) {
+    slow_device_bps(LOWER_BPS)
+}
+
+/// [`slow_device`] writing at `bps`; the throttle is set once the upper filesystem is made.
+pub(crate) fn slow_device_bps(bps: u64) -> (LoopFs, LoopFs) {
     let lower = LoopFs::new(FsKind::Ext4, 2048).expect("lower loop filesystem");
-    lower.throttle_write_bps(LOWER_BPS).expect("throttle");
     let saved = std::env::var_os("TMPDIR");
     // SAFETY: kernel tests run on one thread (`--test-threads=1`): nothing reads the
     // environment concurrently.
@@ -54,10 +58,11 @@ fn slow_device() -> (LoopFs, LoopFs) {
         .status()
         .expect("losetup");
     assert!(status.success(), "losetup --direct-io=on");
+    lower.throttle_write_bps(bps).expect("throttle");
     (lower, upper)
 }
 
-fn settle(dev: &str) {
+pub(crate) fn settle(dev: &str) {
     let mut last = diskstat_written(dev);
     for _ in 0..60 {
         std::thread::sleep(Duration::from_secs(1));
@@ -76,7 +81,7 @@ fn comm_of(pid: u32) -> String {
         .to_owned()
 }
 
-fn u(v: &Value, key: &str) -> u64 {
+pub(crate) fn u(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 

@@ -192,6 +192,23 @@ impl History {
         }
     }
 
+    /// The bdi part of a context only, from the latest sample (start and end alike).
+    pub fn bdi_context(&self, device: &str) -> Option<StallContext> {
+        let inner = self.inner.lock().ok()?;
+        let last = inner.samples.back()?;
+        let b = last.bdis.get(device)?;
+        Some(StallContext {
+            window_start_unix_ns: monotonic_to_unix(last.mono_ns),
+            window_end_unix_ns: monotonic_to_unix(last.mono_ns),
+            bdi_dirty_start_bytes: Some(b.dirty),
+            bdi_dirty_end_bytes: Some(b.dirty),
+            bdi_writeback_start_bytes: Some(b.writeback),
+            bdi_writeback_end_bytes: Some(b.writeback),
+            bdi_dirty_limit_bytes: Some(b.limit),
+            ..StallContext::default()
+        })
+    }
+
     /// The context of a stall on `device` (a device label, or `all`) that ran from `start_mono`
     /// to `end_mono` (CLOCK_MONOTONIC ns). With `fresh`, the window ends at a sample taken now.
     pub fn context(

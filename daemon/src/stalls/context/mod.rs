@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 /// How often the history samples the counters.
 pub const SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Events at least this long get a fresh sample for their end; shorter ones use the latest
-/// periodic sample (a storm of tiny events must not read the maps once each).
+/// Events at least this long get a context, with a fresh sample for their end; shorter ones get
+/// none (a storm of tiny events must not read the maps once each), except throttling pauses,
+/// which get the bdi's state from the latest sample.
 pub const FRESH_MIN_NS: u64 = 50_000_000;
 
 /// What was going on on the stall's device while it lasted.
@@ -88,6 +89,9 @@ pub fn fill(stall: &mut crate::stalls::event::Stall, history: &history::History)
     if stall.duration_ns >= FRESH_MIN_NS {
         let start = crate::stalls::event::unix_to_monotonic(stall.start_unix_ns);
         stall.context = history.context(&stall.device, start, start + stall.duration_ns, true);
+    } else if stall.kind == "dirty_throttle" {
+        // Pauses are short and many: the bdi's state from the latest sample only.
+        stall.context = history.bdi_context(&stall.device);
     }
     stall.cause = verdict::cause(stall).0.label().to_owned();
     stall.verdict = verdict::verdict(stall, stall.context.as_ref());

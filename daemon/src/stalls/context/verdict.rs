@@ -12,6 +12,9 @@ pub enum Cause {
     DeviceFlush,
     /// No part covers a tenth of the call: its own writeback and the rest.
     Own,
+    /// An io_uring request with no breakdown: it ran in an io-wq worker, whose waits are not
+    /// tied to the request.
+    Unattributed,
 }
 
 impl Cause {
@@ -23,6 +26,7 @@ impl Cause {
             Cause::Journal => "journal_commit",
             Cause::DeviceFlush => "device_flush",
             Cause::Own => "own_work",
+            Cause::Unattributed => "unattributed",
         }
     }
 
@@ -33,11 +37,13 @@ impl Cause {
             Cause::Journal => "waiting on the journal commit",
             Cause::DeviceFlush => "waiting on device cache flushes",
             Cause::Own => "in its own work",
+            Cause::Unattributed => "in an io-wq worker (no breakdown)",
         }
     }
 }
 
-/// The dominant part of `s`'s breakdown and its nanoseconds. Stall kinds that are themselves
+/// The dominant part of `s`'s breakdown and its nanoseconds: the thread's own writeback wait or
+/// throttling if either covers half the call, else the largest part. Stall kinds that are themselves
 /// one part (a throttling pause, a journal commit, a writeback wait) are that part.
 pub fn cause(s: &Stall) -> (Cause, u64) {
     match s.kind.as_str() {
@@ -52,9 +58,18 @@ pub fn cause(s: &Stall) -> (Cause, u64) {
         (Cause::Journal, s.journal_ns),
         (Cause::DeviceFlush, s.flush_ns),
     ];
-    let (cause, ns) = parts
+    if s.kind.starts_with("io_uring") && parts.iter().all(|(_, ns)| *ns == 0) {
+        return (Cause::Unattributed, s.duration_ns);
+    }
+    // The thread's own sleeps (on pages under writeback, in balance_dirty_pages) are where it
+    // certainly waited; the journal and flush clocks say a commit or flush of the device ran
+    // meanwhile, which may overlap them. So an own sleep covering half the call wins.
+    let own = [parts[0], parts[1]]
         .into_iter()
         .max_by_key(|(_, ns)| *ns)
+        .filter(|(_, ns)| ns.saturating_mul(2) >= s.duration_ns);
+    let (cause, ns) = own
+        .or_else(|| parts.into_iter().max_by_key(|(_, ns)| *ns))
         .unwrap_or((Cause::Own, 0));
     let ns = ns.min(s.duration_ns);
     if ns * 10 < s.duration_ns {
@@ -222,12 +237,25 @@ mod tests {
     }
 
     #[test]
+    fn own_sleeps_over_half_the_call_win_over_overlapping_device_clocks() {
+        let mut s = stall();
+        (s.writeback_wait_ns, s.journal_ns) = (3_200_000_000, 6_000_000_000);
+        assert_eq!(cause(&s).0, Cause::WritebackWait);
+        s.writeback_wait_ns = 3_000_000_000;
+        assert_eq!(cause(&s).0, Cause::Journal);
+    }
+
+    #[test]
     fn small_parts_mean_own_work_and_throttling_shows_the_limit() {
         let mut s = stall();
         s.writeback_wait_ns = 100_000_000;
         s.journal_ns = 0;
         assert_eq!(cause(&s), (Cause::Own, 6_100_000_000));
         assert!(verdict(&s, None).ends_with("6.1s in its own work"));
+        let mut u = stall();
+        u.kind = "io_uring_fsync".into();
+        (u.writeback_wait_ns, u.journal_ns, u.flush_ns) = (0, 0, 0);
+        assert_eq!(cause(&u).0, Cause::Unattributed);
         s.kind = "dirty_throttle".into();
         s.duration_ns = 200_000_000;
         let ctx = StallContext {
