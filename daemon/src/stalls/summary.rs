@@ -58,7 +58,7 @@ pub fn summarize<'a>(stalls: impl IntoIterator<Item = &'a Stall>) -> Vec<Group> 
         }
     }
     let mut out: Vec<Group> = groups.into_values().collect();
-    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+    out.sort_by_key(|g| std::cmp::Reverse(g.total_ns));
     out
 }
 

@@ -256,7 +256,7 @@ impl History {
                 share: bytes as f64 / total.max(1) as f64,
             })
             .collect();
-        sources.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        sources.sort_by_key(|s| std::cmp::Reverse(s.bytes));
         let bdi_start = start.bdis.get(device);
         let bdi_end = end.bdis.get(device);
         let window_end = end.mono_ns.max(end_mono);
