@@ -123,7 +123,8 @@ impl DevWriteStats {
 }
 
 /// What the attribution needs from BTF: `bio.bi_iter` + `bvec_iter.bi_size` (one offset),
-/// `task_struct.mm` (NULL for kernel threads), and the `enum req_op` values of the write-direction
+/// `task_struct.mm` (NULL for kernel threads), `task_struct.comm` (its first 8 bytes are read
+/// with one plain load: `bpf_get_current_comm()` costs several times more), and the `enum req_op` values of the write-direction
 /// ops that `/sys/block/*/stat` does not count as written sectors (`REQ_OP_DISCARD`,
 /// `REQ_OP_SECURE_ERASE`; [`NO_OP`] where the kernel has none). Zero `resolved` means "not
 /// resolved": the probe then counts nothing.
@@ -134,8 +135,8 @@ pub struct DevWriteLayout {
     pub task_mm: u32,
     pub op_discard: u32,
     pub op_secure_erase: u32,
+    pub task_comm: u32,
     pub resolved: u32,
-    pub _reserved: u32,
 }
 const _: () = assert!(core::mem::size_of::<DevWriteLayout>() == 24);
 

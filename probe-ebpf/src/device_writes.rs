@@ -12,16 +12,11 @@
 //! throttle rule (cgroup `io.max`, v1 `blkio.throttle.*`) holds back is traced when the throttle
 //! worker dispatches it, so it counts as `kworker` (see docs/kernel-hooks.md).
 //!
-//! Cost per bio: one load of `current->mm`, one per-thread hash lookup (the comm is read only
-//! when neither map knows the thread), and one per-CPU hash update: no shared cache line is
-//! written.
+//! Cost per bio: loads of `current->mm` (and, when neither map knows the thread, of the first
+//! word of `current->comm`), one per-thread hash lookup and one per-CPU hash update: no shared
+//! cache line is written.
 
-use aya_ebpf::{
-    Global,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
-    macros::map,
-    maps::PerCpuHashMap,
-};
+use aya_ebpf::{Global, helpers::bpf_get_current_pid_tgid, macros::map, maps::PerCpuHashMap};
 use probe_common::device_write::{
     DevWriteKey, DevWriteLayout, DevWriteStats, NO_WORK, WriteSource, counts_as_written,
 };
@@ -40,8 +35,8 @@ static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
     task_mm: 0,
     op_discard: 0,
     op_secure_erase: 0,
+    task_comm: 0,
     resolved: 0,
-    _reserved: 0,
 });
 
 /// Bytes and bios by [`DevWriteKey`]. Feeds `wbscope_device_write_bytes_total` and
@@ -65,7 +60,7 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
         return;
     }
     let bytes: u32 = load(bio, l.bio_bi_size);
-    let key = source_key(dev, l.task_mm);
+    let key = source_key(dev, &l);
     if let Some(s) = value_or_insert(
         &DEVICE_WRITES,
         &key,
@@ -80,7 +75,7 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
 }
 
 #[inline(always)]
-fn source_key(dev: u32, task_mm: u32) -> DevWriteKey {
+fn source_key(dev: u32, l: &DevWriteLayout) -> DevWriteKey {
     let tid = bpf_get_current_pid_tgid() as u32;
     let mut key = DevWriteKey {
         dev,
@@ -90,7 +85,7 @@ fn source_key(dev: u32, task_mm: u32) -> DevWriteKey {
         _reserved: 0,
     };
     // Kernel threads have no mm; an unreadable task counts as a kernel thread.
-    let kernel_thread = current_task::member::<u64>(task_mm).unwrap_or(0) == 0;
+    let kernel_thread = current_task::member::<u64>(l.task_mm).unwrap_or(0) == 0;
     if !kernel_thread {
         if let Some(call) = SYNC_INFLIGHT.get_ptr(&tid) {
             // SAFETY: a value pointer of this map, valid for this program run.
@@ -106,7 +101,8 @@ fn source_key(dev: u32, task_mm: u32) -> DevWriteKey {
         key.reason = item.key.reason.min(NO_WORK as u32 - 1) as u8;
         return key;
     }
-    let head = comm_head();
+    // The first 8 bytes of the thread's name, little-endian: one load.
+    let head = current_task::member::<u64>(l.task_comm).unwrap_or(0);
     key.source = if !kernel_thread {
         if head == IO_WQ_PREFIX {
             WriteSource::IoUring
@@ -121,17 +117,4 @@ fn source_key(dev: u32, task_mm: u32) -> DevWriteKey {
         WriteSource::Other
     } as u8;
     key
-}
-
-/// The first 8 bytes of the current thread's name as a little-endian word (0 if unreadable).
-#[inline(always)]
-fn comm_head() -> u64 {
-    match bpf_get_current_comm() {
-        Ok(comm) => {
-            let mut head = [0u8; 8];
-            head.copy_from_slice(&comm[..8]);
-            u64::from_le_bytes(head)
-        }
-        Err(_) => 0,
-    }
 }

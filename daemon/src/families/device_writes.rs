@@ -52,8 +52,8 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, String> {
         op_discard: request_op(btf, "REQ_OP_DISCARD")?,
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
+        task_comm: member_offset(btf, "task_struct", "comm", 16)?,
         resolved: 1,
-        _reserved: 0,
     })
 }
 
