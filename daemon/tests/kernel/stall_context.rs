@@ -88,7 +88,8 @@ pub(crate) fn u(v: &Value, key: &str) -> u64 {
 /// fsync of a fresh 4 MiB file while `dd` (256 MiB) then `sync` run on the slow device: the
 /// event's verdict names `flusher work none:sync queued by sync[<pid>]` as the dominant source
 /// with at least half the device's bytes in the stall; the bytes by source over the whole run
-/// equal the device's own count within 2 %.
+/// equal the device's own count within 2 %; `trace --summary` groups the fsync under that
+/// source.
 #[test]
 #[ignore = "needs root and BPF: run with cargo xtask test"]
 fn fsync_behind_sync_names_syncs_flusher_work() {
@@ -191,4 +192,34 @@ fn fsync_behind_sync_names_syncs_flusher_work() {
         "{ctx}"
     );
     assert!(ctx["bdi_dirty_start_bytes"].is_u64(), "{ctx}");
+
+    // `trace --summary` over the flight recorder groups the fsync under its cause and source.
+    let out = Command::new(env!("CARGO_BIN_EXE_wbscope"))
+        .args([
+            "trace",
+            "--summary",
+            "10m",
+            "--json",
+            "--device",
+            &dev,
+            "--url",
+        ])
+        .arg(format!("http://{}", daemon.addr()))
+        .output()
+        .expect("wbscope trace --summary");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let groups: Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    eprintln!("summary: {groups}");
+    let group = groups
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["kind"] == "fsync" && g["dominant_source"] == expected.as_str())
+        .unwrap_or_else(|| panic!("no fsync group behind {expected} in {groups}"));
+    assert_eq!(group["cause"], ev["cause"]);
+    assert!(u(group, "count") >= 1 && u(group, "max_ns") >= u(ev, "duration_ns"));
 }

@@ -12,6 +12,8 @@ pub enum Cause {
     DeviceFlush,
     /// No part covers a tenth of the call: its own writeback and the rest.
     Own,
+    /// A block request's time from issue to completion: the device itself.
+    Device,
     /// An io_uring request with no breakdown: it ran in an io-wq worker, whose waits are not
     /// tied to the request.
     Unattributed,
@@ -26,6 +28,7 @@ impl Cause {
             Cause::Journal => "journal_commit",
             Cause::DeviceFlush => "device_flush",
             Cause::Own => "own_work",
+            Cause::Device => "device",
             Cause::Unattributed => "unattributed",
         }
     }
@@ -37,6 +40,7 @@ impl Cause {
             Cause::Journal => "waiting on the journal commit",
             Cause::DeviceFlush => "waiting on device cache flushes",
             Cause::Own => "in its own work",
+            Cause::Device => "in the device, from issue to completion",
             Cause::Unattributed => "in an io-wq worker (no breakdown)",
         }
     }
@@ -50,6 +54,7 @@ pub fn cause(s: &Stall) -> (Cause, u64) {
         "dirty_throttle" => return (Cause::Throttling, s.duration_ns),
         "journal_commit" => return (Cause::Journal, s.duration_ns),
         "writeback_wait" => return (Cause::WritebackWait, s.duration_ns),
+        "block_request" => return (Cause::Device, s.duration_ns),
         _ => {}
     }
     let parts = [
@@ -256,6 +261,8 @@ mod tests {
         u.kind = "io_uring_fsync".into();
         (u.writeback_wait_ns, u.journal_ns, u.flush_ns) = (0, 0, 0);
         assert_eq!(cause(&u).0, Cause::Unattributed);
+        u.kind = "block_request".into();
+        assert_eq!(cause(&u), (Cause::Device, u.duration_ns));
         s.kind = "dirty_throttle".into();
         s.duration_ns = 200_000_000;
         let ctx = StallContext {
