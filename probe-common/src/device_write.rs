@@ -27,11 +27,14 @@ pub enum WriteSource {
     Kworker = 11,
     /// Any other kernel thread.
     Other = 12,
+    /// A bio a blk-throttle rule held back, traced when the throttle worker dispatched it
+    /// (`BIO_BPS_THROTTLED`): the submitter is no longer known.
+    Throttled = 13,
 }
 
 impl WriteSource {
     /// Every variant, in label order.
-    pub const ALL: [WriteSource; 12] = [
+    pub const ALL: [WriteSource; 13] = [
         WriteSource::Flusher,
         WriteSource::Fsync,
         WriteSource::Fdatasync,
@@ -44,6 +47,7 @@ impl WriteSource {
         WriteSource::Journal,
         WriteSource::Kworker,
         WriteSource::Other,
+        WriteSource::Throttled,
     ];
 
     /// The `source` label value (docs/metrics.md).
@@ -61,6 +65,7 @@ impl WriteSource {
             WriteSource::Journal => "journal",
             WriteSource::Kworker => "kworker",
             WriteSource::Other => "other",
+            WriteSource::Throttled => "throttled",
         }
     }
 
@@ -123,6 +128,7 @@ impl DevWriteStats {
 }
 
 /// What the attribution needs from BTF: `bio.bi_iter` + `bvec_iter.bi_size` (one offset),
+/// `bio.bi_flags` and `BIO_BPS_THROTTLED`,
 /// `task_struct.mm` (NULL for kernel threads), `task_struct.comm` (its first 8 bytes are read
 /// with one plain load: `bpf_get_current_comm()` costs several times more), and the `enum req_op` values of the write-direction
 /// ops that `/sys/block/*/stat` does not count as written sectors (`REQ_OP_DISCARD`,
@@ -136,9 +142,13 @@ pub struct DevWriteLayout {
     pub op_discard: u32,
     pub op_secure_erase: u32,
     pub task_comm: u32,
+    /// `bio.bi_flags` (2 bytes) and the bit of `BIO_BPS_THROTTLED` in it ([`NO_OP`] where the
+    /// kernel has no such flag: throttled bios then count as `kworker`).
+    pub bio_bi_flags: u32,
+    pub bps_throttled_bit: u32,
     pub resolved: u32,
 }
-const _: () = assert!(core::mem::size_of::<DevWriteLayout>() == 24);
+const _: () = assert!(core::mem::size_of::<DevWriteLayout>() == 32);
 
 /// An op value no bio carries (ops are 8 bits).
 pub const NO_OP: u32 = u32::MAX;

@@ -6,11 +6,13 @@
 //! sync_file_range, syncfs, sync, msync), is an io-wq worker (`iou-wrk-`), or writes on its own
 //! (`direct`); a kernel thread is executing flusher work (`writeback::FLUSHER_ITEMS`, which
 //! carries the item's sync mode and reason), is a jbd2 thread (`journal`), another workqueue
-//! worker (`kworker`), or something else (`other`).
+//! worker (`kworker`, or `throttled` for a bio blk-throttle held back), or something else
+//! (`other`).
 //!
 //! `block_bio_queue` fires in `submit_bio_noacct_nocheck()`, after blk-throttle: a bio that a
 //! throttle rule (cgroup `io.max`, v1 `blkio.throttle.*`) holds back is traced when the throttle
-//! worker dispatches it, so it counts as `kworker` (see docs/kernel-hooks.md).
+//! worker dispatches it; it counts as `throttled` (`BIO_BPS_THROTTLED`), its submitter unknown
+//! (see docs/kernel-hooks.md).
 //!
 //! Cost per bio: loads of `current->mm` (and, when neither map knows the thread, of the first
 //! word of `current->comm`), one per-thread hash lookup and one per-CPU hash update: no shared
@@ -36,6 +38,8 @@ static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
     op_discard: 0,
     op_secure_erase: 0,
     task_comm: 0,
+    bio_bi_flags: 0,
+    bps_throttled_bit: 0,
     resolved: 0,
 });
 
@@ -60,7 +64,7 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
         return;
     }
     let bytes: u32 = load(bio, l.bio_bi_size);
-    let key = source_key(dev, &l);
+    let key = source_key(bio, dev, &l);
     if let Some(s) = value_or_insert(
         &DEVICE_WRITES,
         &key,
@@ -75,7 +79,7 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
 }
 
 #[inline(always)]
-fn source_key(dev: u32, l: &DevWriteLayout) -> DevWriteKey {
+fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
     let tid = bpf_get_current_pid_tgid() as u32;
     let mut key = DevWriteKey {
         dev,
@@ -112,9 +116,23 @@ fn source_key(dev: u32, l: &DevWriteLayout) -> DevWriteKey {
     } else if head & 0xff_ffff_ffff == JBD2_PREFIX {
         WriteSource::Journal
     } else if head == KWORKER_PREFIX {
-        WriteSource::Kworker
+        if throttled(bio, l) {
+            WriteSource::Throttled
+        } else {
+            WriteSource::Kworker
+        }
     } else {
         WriteSource::Other
     } as u8;
     key
+}
+
+/// Whether blk-throttle held `bio` back and its worker dispatched it (`BIO_BPS_THROTTLED`).
+#[inline(always)]
+fn throttled(bio: u64, l: &DevWriteLayout) -> bool {
+    if l.bps_throttled_bit >= 16 {
+        return false;
+    }
+    let flags: u16 = load(bio, l.bio_bi_flags);
+    flags & (1 << l.bps_throttled_bit) != 0
 }

@@ -53,6 +53,15 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, String> {
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
         task_comm: member_offset(btf, "task_struct", "comm", 16)?,
+        bio_bi_flags: member_offset(btf, "bio", "bi_flags", 2)?,
+        // An anonymous enum in include/linux/blk_types.h (since 5.19; BIO_THROTTLED before,
+        // which also marked bios that were never held back).
+        bps_throttled_bit: btf
+            .enumerator_value("BIO_BPS_THROTTLED")
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|bit| *bit < 16)
+            .unwrap_or(NO_OP),
         resolved: 1,
     })
 }
@@ -123,8 +132,8 @@ const FAMILIES: &[(&str, &str); 2] = &[
          for: source flusher (with the work item's sync_mode and reason), a task's own sync call \
          (fsync, fdatasync, sync_file_range, syncfs, sync, msync), io_uring (io-wq workers), \
          direct (a user task outside sync calls: O_DIRECT, O_SYNC), journal (jbd2), kworker \
-         (other workqueue workers, including blk-throttle dispatching bios it held back) or \
-         other. sync_mode and reason are empty unless source is flusher.",
+         (other workqueue workers), throttled (bios a blk-throttle rule held back, dispatched by \
+         its worker: the submitter is not known) or other. sync_mode and reason are empty unless source is flusher.",
     ),
     (
         "wbscope_device_write_bios_total",

@@ -177,3 +177,37 @@ fn direct_and_sync_file_range_sources() {
         0.02,
     );
 }
+
+/// On a blk-throttled device the bios the rule holds back are traced when its worker dispatches
+/// them: O_DIRECT writes appear under `throttled` (those within the budget under `direct`), and
+/// the total still equals diskstat.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn throttled_bios_count_as_throttled() {
+    let fs = LoopFs::new(FsKind::Ext4, 256).expect("loop filesystem");
+    let daemon = TestDaemon::start();
+    let dev = fs.loop_name().to_owned();
+    fs.throttle_write_bps(4 * MIB).expect("throttle");
+    let (before, after, written) = window(
+        &daemon,
+        &fs,
+        "dd if=/dev/zero of=t bs=1M count=8 oflag=direct status=none",
+    );
+    let source = |s: &'static str| [("device", dev.as_str()), ("source", s)];
+    let throttled = rise(&after, &before, &source("throttled"));
+    let direct = rise(&after, &before, &source("direct"));
+    eprintln!("throttled {throttled:.0}, direct {direct:.0}");
+    within(
+        "throttled + direct",
+        throttled + direct,
+        (8 * MIB) as f64,
+        0.0,
+    );
+    assert!(throttled >= (4 * MIB) as f64, "throttled {throttled}");
+    within(
+        "throttled device, all sources",
+        rise(&after, &before, &[("device", dev.as_str())]),
+        written as f64,
+        0.02,
+    );
+}

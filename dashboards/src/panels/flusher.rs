@@ -128,8 +128,8 @@ pub fn device_writes_by_source(s: Scope) -> Panel {
         "Bytes per second the device is asked to write, by whom each bio was submitted for: \
          flusher work (with its sync mode and the kernel's reason: background, periodic, sync, \
          ...), a task's own sync call (fsync, fdatasync, sync_file_range, syncfs, sync, msync), \
-         io_uring, direct (a task's O_DIRECT or O_SYNC writes), the journal, or another kernel \
-         worker (kworker: also bios a blk-throttle rule held back). A stalled fsync next to a \
+         io_uring, direct (a task's O_DIRECT or O_SYNC writes), the journal, another kernel \
+         worker (kworker), or throttled (bios a blk-throttle rule held back: submitter unknown). A stalled fsync next to a \
          large flusher sync or background share waited behind someone else's writeback.",
         vec![Query::new(
             s.rate_by(
