@@ -180,7 +180,7 @@ fn direct_and_sync_file_range_sources() {
 
 /// On a blk-throttled device the bios the rule holds back are traced when its worker dispatches
 /// them: O_DIRECT writes appear under `throttled` (those within the budget under `direct`), and
-/// the total still equals diskstat.
+/// the total still equals diskstat within 2 %.
 #[test]
 #[ignore = "needs root: run through `cargo xtask test`"]
 fn throttled_bios_count_as_throttled() {
@@ -197,11 +197,11 @@ fn throttled_bios_count_as_throttled() {
     let throttled = rise(&after, &before, &source("throttled"));
     let direct = rise(&after, &before, &source("direct"));
     eprintln!("throttled {throttled:.0}, direct {direct:.0}");
-    within(
-        "throttled + direct",
-        throttled + direct,
-        (8 * MIB) as f64,
-        0.0,
+    // At least dd's 8 MiB: the filesystem's own held-back writes (ext4lazyinit's inode table
+    // zeroing, journal commits) are dispatched by the same worker.
+    assert!(
+        throttled + direct >= (8 * MIB) as f64,
+        "throttled {throttled} + direct {direct}"
     );
     assert!(throttled >= (4 * MIB) as f64, "throttled {throttled}");
     within(
