@@ -211,3 +211,35 @@ fn throttled_bios_count_as_throttled() {
         0.02,
     );
 }
+
+/// fio: 4 KiB random writes with an fsync after each (and O_DIRECT writes in a second job): all
+/// sources together equal diskstat within 2 %, and the fsyncs' own writeback shows up as
+/// `fsync`, the O_DIRECT job's as `direct`.
+#[test]
+#[ignore = "needs root: run through `cargo xtask test`"]
+fn fio_bytes_match_diskstat() {
+    let fs = LoopFs::new(FsKind::Xfs, 512).expect("loop filesystem");
+    let daemon = TestDaemon::start();
+    let dev = fs.loop_name().to_owned();
+    let (before, after, written) = window(
+        &daemon,
+        &fs,
+        "fio --name=fsyncs --filename=f1 --rw=randwrite --bs=4k --size=16m --fsync=1 \
+         --ioengine=psync --output=/dev/null && \
+         fio --name=direct --filename=f2 --rw=randwrite --bs=4k --size=16m --direct=1 \
+         --ioengine=psync --output=/dev/null",
+    );
+    let source = |s: &'static str| [("device", dev.as_str()), ("source", s)];
+    let fsync = rise(&after, &before, &source("fsync"));
+    let direct = rise(&after, &before, &source("direct"));
+    eprintln!("fio: fsync {fsync:.0}, direct {direct:.0}");
+    within(
+        "fio, all sources",
+        rise(&after, &before, &[("device", dev.as_str())]),
+        written as f64,
+        0.02,
+    );
+    // fio lays each file out first (buffered), so the fsync job's data is at least its 16 MiB.
+    assert!(fsync >= (16 * MIB) as f64, "fsync {fsync}");
+    assert!(direct >= (16 * MIB) as f64, "direct {direct}");
+}
