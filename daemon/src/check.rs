@@ -49,6 +49,7 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         map_errors: MapErrors::default(),
         stalls: crate::stalls::StallShared::default(),
         scrape_errors: crate::metrics::ScrapeErrors::default(),
+        device_writes: Default::default(),
     };
     let mut collectors: Vec<Box<dyn Collector>> = families
         .iter()

@@ -136,6 +136,7 @@ impl Daemon {
             map_errors: MapErrors::default(),
             stalls: crate::stalls::StallShared::default(),
             scrape_errors: crate::metrics::ScrapeErrors::default(),
+            device_writes: Default::default(),
         };
         for family in &families {
             // A disabled family exports nothing, also when it has no probes (/proc readers).
@@ -146,10 +147,16 @@ impl Daemon {
                 registry.register(collector)?;
             }
         }
+        let history = std::sync::Arc::new(crate::stalls::context::history::History::new(
+            ctx.device_writes.get().cloned(),
+            crate::families::writeback::reason_names(&kernel),
+            ctx.page_size,
+        ));
         let stalls = crate::stalls::StallService::start(
             &mut loaded.ebpf,
             &config.stalls,
             ctx.stalls.clone(),
+            history,
         )
         .await?;
         let processes =

@@ -3,7 +3,7 @@
 //! The level can change at run time (config reload) through a reloadable filter. Lines are
 //! text, logfmt or JSON (`log_format`).
 
-mod structured;
+pub(crate) mod structured;
 
 use std::{io::IsTerminal, sync::OnceLock};
 

@@ -162,6 +162,11 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             format!("{:?}", running.stalls.socket),
             format!("{:?}", stalls.socket),
         ),
+        (
+            "stalls.log_events",
+            running.stalls.log_events.to_string(),
+            stalls.log_events.to_string(),
+        ),
     ];
     for (key, running, requested) in stall_settings {
         if running != requested {

@@ -37,6 +37,7 @@ pub fn dashboard() -> Dashboard {
                     flusher::duration_p99(s),
                     flusher::submissions(s),
                     flusher::submitted_bytes(s),
+                    flusher::device_writes_by_source(s),
                 ],
             ),
             Row::new(

@@ -26,6 +26,7 @@ pub fn dashboard() -> Dashboard {
                     waits::stall_count(s),
                     health::probes_attached(s),
                     waits::stalls(s).wide(12),
+                    flusher::device_writes_by_source(s),
                     syncs::quantiles(s),
                     waits::pressure(s),
                 ],

@@ -8,7 +8,9 @@
 
 pub mod bio_disk;
 pub mod block;
+pub mod device_write;
 pub mod dirty;
+pub mod flusher_work;
 pub mod hist;
 pub mod journal;
 pub mod layout;

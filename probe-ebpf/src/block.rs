@@ -338,6 +338,7 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         op: (opf & layout!(op_mask)) as u16,
         sync: 0,
     };
+    crate::device_writes::bio_queued(bio, dev, key.op as u32);
     let c = value_or_insert(
         &BLOCK_BIO_COUNTS,
         &key,

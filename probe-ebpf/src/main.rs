@@ -16,6 +16,7 @@ mod bio_disk;
 mod block;
 mod btf_load;
 mod current_task;
+mod device_writes;
 mod dirty_throttle;
 mod fd_dev;
 mod folio_wait;
@@ -30,6 +31,7 @@ mod stall_events;
 mod submissions;
 mod sync_calls;
 mod top_procs;
+mod work_queuers;
 mod writeback;
 
 #[cfg(not(test))]

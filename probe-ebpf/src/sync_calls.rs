@@ -143,6 +143,7 @@ pub fn sys_exit_sync_file_range(ctx: TracePointContext) -> u32 {
 /// sync(2) takes no arguments and covers every filesystem: device 0, exported as `all`.
 #[tracepoint]
 pub fn sys_enter_sync(_ctx: TracePointContext) -> u32 {
+    crate::work_queuers::sync_entered();
     if let Some(tid) = traced_tid() {
         begin(tid, SyncSyscall::Sync, 0, 0);
     }

@@ -33,7 +33,8 @@ static WB_WORK_STATS: PerCpuHashMap<WbKey, WbStats> = PerCpuHashMap::with_max_en
 
 /// The item each flusher thread is executing. LRU: flusher threads come and go with devices.
 #[map]
-static FLUSHER_ITEMS: LruHashMap<u32, FlusherItem> = LruHashMap::with_max_entries(4096, 0);
+pub(crate) static FLUSHER_ITEMS: LruHashMap<u32, FlusherItem> =
+    LruHashMap::with_max_entries(4096, 0);
 
 /// The fields of one `writeback_work_class` record that wbscope uses.
 struct WorkRecord {
@@ -134,6 +135,7 @@ fn finish_item(tid: u32) {
         return;
     };
     let _ = FLUSHER_ITEMS.remove(&tid);
+    crate::work_queuers::finished(tid);
     if item.started == 0 || item.t_last_written < item.t_first_start {
         return;
     }
@@ -156,6 +158,7 @@ fn open_item(tid: u32, w: &WorkRecord) {
         iteration_nr_pages: 0,
     };
     let _ = FLUSHER_ITEMS.insert(&tid, &item, 0);
+    crate::work_queuers::executing(tid, &w.key, w.sb_dev, w.kind_bits);
 }
 
 #[inline(always)]
@@ -165,10 +168,11 @@ fn same_work(item: &FlusherItem, w: &WorkRecord) -> bool {
 
 #[tracepoint]
 pub fn writeback_queue(ctx: TracePointContext) -> u32 {
-    if let Some(w) = read_work(&ctx)
-        && let Some(s) = stats(&w.key)
-    {
-        s.queued += 1;
+    if let Some(w) = read_work(&ctx) {
+        crate::work_queuers::queued(&w.key, w.sb_dev, w.kind_bits);
+        if let Some(s) = stats(&w.key) {
+            s.queued += 1;
+        }
     }
     0
 }
@@ -231,10 +235,11 @@ pub fn writeback_written(ctx: TracePointContext) -> u32 {
     item.in_iteration = 0;
     item.t_last_written = now();
     let pages = item.iteration_nr_pages - w.nr_pages;
-    if pages > 0
-        && let Some(s) = stats(&w.key)
-    {
-        s.written_pages += pages as u64;
+    if pages > 0 {
+        crate::work_queuers::written(tid, pages as u64);
+        if let Some(s) = stats(&w.key) {
+            s.written_pages += pages as u64;
+        }
     }
     0
 }

@@ -8,9 +8,11 @@ use prometheus::core::Collector;
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
 pub mod block;
+pub mod device_writes;
 pub mod dirty_memory;
 pub mod dirty_throttle;
 pub mod filesystems;
+pub mod flusher_work;
 pub mod journal;
 pub mod nfs;
 pub mod submissions;
@@ -30,6 +32,8 @@ pub struct CollectorContext {
     pub stalls: crate::stalls::StallShared,
     /// Sources a collector could not read, exported as `wbscope_scrape_errors_total`.
     pub scrape_errors: crate::metrics::ScrapeErrors,
+    /// The device-writes reader, for the stall context (set by its family's collectors).
+    pub device_writes: device_writes::ReaderSlot,
 }
 
 /// A layout part a family resolves: `None` before `resolve`, else the part or why it is missing.
@@ -79,6 +83,8 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(filesystems::Filesystems),
         Box::new(submissions::Submissions::default()),
         Box::new(block::Block::default()),
+        Box::new(device_writes::DeviceWrites::default()),
+        Box::new(flusher_work::FlusherWork::default()),
         Box::new(nfs::Nfs::default()),
         Box::new(dirty_memory::DirtyMemory::default()),
         Box::new(dirty_throttle::DirtyThrottle::default()),

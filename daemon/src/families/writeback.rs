@@ -140,7 +140,7 @@ fn work_format(kernel: &KernelInfo) -> Result<WbWorkFormat, LayoutError> {
 
 /// `wb_reason` names from the tracepoint's own `__print_symbolic` table, or else from BTF
 /// `enum wb_reason`. Never from a built-in table: the numbering changed in 5.8.
-fn reason_names(kernel: &KernelInfo) -> BTreeMap<u32, String> {
+pub(crate) fn reason_names(kernel: &KernelInfo) -> BTreeMap<u32, String> {
     if let Ok(format) = kernel.tracefs.event_format("writeback", "writeback_start")
         && let Some(table) = format.symbolic_table("reason")
         && !table.is_empty()

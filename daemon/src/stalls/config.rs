@@ -28,6 +28,9 @@ pub struct RawStalls {
     max_events: Option<usize>,
     /// Unix socket of the local event stream (default `/run/wbscope/stalls.sock`; `""` = none).
     socket: Option<String>,
+    /// Also write every stall event, verdict included, as one record to the daemon's log
+    /// (default false; schema in docs/stall-records.md).
+    log_events: Option<bool>,
 }
 
 /// Validated stall settings.
@@ -37,6 +40,7 @@ pub struct StallsConfig {
     pub window_ns: u64,
     pub max_events: usize,
     pub socket: Option<PathBuf>,
+    pub log_events: bool,
 }
 
 impl Default for StallsConfig {
@@ -46,6 +50,7 @@ impl Default for StallsConfig {
             window_ns: DEFAULT_WINDOW_NS,
             max_events: DEFAULT_MAX_EVENTS,
             socket: Some(PathBuf::from(DEFAULT_SOCKET)),
+            log_events: false,
         }
     }
 }
@@ -70,6 +75,7 @@ impl RawStalls {
                 Some(s) if s.is_empty() => None,
                 Some(s) => Some(PathBuf::from(s)),
             },
+            log_events: self.log_events.unwrap_or(d.log_events),
         })
     }
 }
@@ -85,13 +91,14 @@ mod tests {
             StallsConfig::default()
         );
         let raw: RawStalls =
-            toml::from_str("threshold = \"250ms\"\nwindow = \"1m\"\nmax_events = 5\nsocket = \"\"")
+            toml::from_str("threshold = \"250ms\"\nwindow = \"1m\"\nmax_events = 5\nsocket = \"\"\nlog_events = true")
                 .unwrap();
         let c = raw.validate().unwrap();
         assert_eq!(c.threshold_ns, 250_000_000);
         assert_eq!(c.window_ns, 60_000_000_000);
         assert_eq!(c.max_events, 5);
         assert_eq!(c.socket, None);
+        assert!(c.log_events);
     }
 
     #[test]

@@ -40,6 +40,17 @@ pub struct Stall {
     pub flush_ns: u64,
     /// Kind-specific raw value: sync_file_range/msync flags, the block request's op.
     pub detail: u32,
+    /// The dominant part of the breakdown (`writeback_wait`, `throttling`, `journal_commit`,
+    /// `device_flush`, `own_work`; `stalls::context::verdict::Cause`).
+    #[serde(default)]
+    pub cause: String,
+    /// One line naming the dominant cause and, with the context, behind whose writes.
+    #[serde(default)]
+    pub verdict: String,
+    /// What the device did meanwhile; absent where the daemon keeps no history (standalone
+    /// `wbscope trace`, a device that wrote nothing since the daemon started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::context::StallContext>,
 }
 
 /// The `kind` label for a raw kind.
@@ -97,6 +108,9 @@ impl Decoder {
             journal_ns: ev.journal_ns,
             flush_ns: ev.flush_ns,
             detail: ev.detail,
+            cause: String::new(),
+            verdict: String::new(),
+            context: None,
         })
     }
 }
@@ -114,6 +128,17 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// Nanoseconds since the Unix epoch, now.
 pub fn unix_now_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// CLOCK_MONOTONIC now, the clock of `bpf_ktime_get_ns()`.
+pub fn monotonic_now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The inverse of [`monotonic_to_unix`].
+pub fn unix_to_monotonic(unix_ns: u64) -> u64 {
+    let offset = unix_now_ns().saturating_sub(clock_ns(libc::CLOCK_MONOTONIC));
+    unix_ns.saturating_sub(offset)
 }
 
 /// Converts a `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) time to Unix time, using the clocks' offset

@@ -4,7 +4,7 @@ use super::event::Stall;
 
 /// The column header matching [`line`].
 pub const HEADER: &str = "TIME (UTC)       KIND                  DEVICE      PID      COMM             \
-                          DURATION   WB_WAIT  THROTTLE   JOURNAL     FLUSH  INODE";
+                          DURATION   WB_WAIT  THROTTLE   JOURNAL     FLUSH  INODE  VERDICT";
 
 fn ms(ns: u64) -> String {
     format!("{:.1}ms", ns as f64 / 1e6)
@@ -25,7 +25,7 @@ pub fn line(s: &Stall) -> String {
         s.inode.to_string()
     };
     format!(
-        "{:<16} {:<21} {:<11} {:<8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+        "{:<16} {:<21} {:<11} {:<8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9}  {}{}",
         clock(&s.time),
         s.kind,
         s.device,
@@ -36,7 +36,12 @@ pub fn line(s: &Stall) -> String {
         ms(s.throttle_ns),
         ms(s.journal_ns),
         ms(s.flush_ns),
-        inode
+        inode,
+        if s.verdict.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", s.verdict)
+        }
     )
 }
 
@@ -62,6 +67,9 @@ mod tests {
             journal_ns: 2_900_000_000,
             flush_ns: 100_000_000,
             detail: 0,
+            cause: String::new(),
+            verdict: String::new(),
+            context: None,
         };
         let l = line(&s);
         assert!(l.starts_with("12:00:03.123456  fsync"), "{l}");

@@ -3,15 +3,18 @@
 //! (`wbscope_stalls_total`) and streams them to `wbscope trace` over a Unix socket.
 
 pub mod config;
+pub mod context;
 pub mod duration;
 pub mod event;
 pub mod family;
 pub mod format;
 pub mod http;
+pub mod log_record;
 pub mod metrics;
 pub mod recorder;
 pub mod source;
 pub mod stream;
+pub mod summary;
 pub mod trace;
 
 use std::sync::{
@@ -27,6 +30,7 @@ pub use metrics::StallShared;
 pub use source::StallError;
 
 use self::{
+    context::history::History,
     event::unix_now_ns,
     http::StallState,
     recorder::Recorder,
@@ -51,9 +55,12 @@ impl StallService {
         ebpf: &mut Ebpf,
         config: &StallsConfig,
         shared: StallShared,
+        history: Arc<History>,
     ) -> Result<StallService, StallError> {
         let mut threshold = ThresholdMap::take(ebpf)?;
         let ring = take_ring(ebpf)?;
+        let work_ring = context::history::take_work_ring(ebpf);
+        history.take_running(ebpf);
         // The stream is a convenience for `wbscope trace`: a socket that cannot be bound (e.g.
         // another daemon on the host serves it) costs the stream, not the daemon.
         let listener = match &config.socket {
@@ -84,9 +91,32 @@ impl StallService {
             )));
             file
         });
+        if let Some(work_ring) = work_ring {
+            let history = history.clone();
+            tasks.push(tokio::spawn(async move {
+                let err = context::history::drain_works(work_ring, history).await;
+                tracing::warn!(
+                    "flusher work records stopped (no work items in stall context): {err}"
+                );
+            }));
+        }
+        let sampled = history.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(context::SAMPLE_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                sampled.sample();
+            }
+        }));
+        let log_events = config.log_events;
         let recorder_state = state.clone();
         tasks.push(tokio::spawn(async move {
-            let err = drain(ring, |stall| {
+            let err = drain(ring, |mut stall| {
+                context::fill(&mut stall, &history);
+                if log_events {
+                    log_record::emit(&stall);
+                }
                 shared.count(&stall);
                 let stall = Arc::new(stall);
                 if let Ok(mut r) = recorder_state.recorder.lock() {

@@ -120,6 +120,9 @@ mod tests {
             journal_ns: 0,
             flush_ns: 0,
             detail: 0,
+            cause: String::new(),
+            verdict: String::new(),
+            context: None,
         })
     }
 

@@ -75,6 +75,11 @@ pub struct TraceArgs {
     /// Load probes even when a daemon's stream is available.
     #[arg(long)]
     pub standalone: bool,
+    /// Instead of following events, summarize the causes of the stalls the daemon's flight
+    /// recorder (`/stalls`) kept over this window (e.g. 10m): count, total and longest by kind,
+    /// cause and dominant device-write source. Honours the filters and --json.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "WINDOW")]
+    pub summary: Option<u64>,
 }
 
 impl TraceArgs {
@@ -124,6 +129,10 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     let config = crate::config::load(args.config.config.as_deref())?;
     let filter = args.filter();
     let limits = Limits::new(args);
+    if let Some(window_ns) = args.summary {
+        let endpoint = Endpoint::new(&args.client, Some(&config))?;
+        return summary(&endpoint, &filter, args.json, window_ns);
+    }
     if args.client.url.is_some() {
         let endpoint = Endpoint::new(&args.client, Some(&config))?;
         return from_http(&endpoint, &filter, args.json, limits);
@@ -170,6 +179,11 @@ fn print(out: &mut impl Write, stall: &Stall, filter: &Filter, json: bool) -> Sh
     }
     let text = if json {
         serde_json::to_string(stall).unwrap_or_default()
+    } else if stall.verdict.is_empty() {
+        // Standalone: no history, so the verdict names the breakdown's part only.
+        let mut s = stall.clone();
+        s.verdict = super::context::verdict::verdict(stall, None);
+        format::line(&s)
     } else {
         format::line(stall)
     };
@@ -234,6 +248,33 @@ fn from_stream(
         }
     }
     eprintln!("wbscope trace: the daemon closed its stall stream");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--summary`: one read of the flight recorder over the window, grouped.
+fn summary(
+    endpoint: &Endpoint,
+    filter: &Filter,
+    json: bool,
+    window_ns: u64,
+) -> anyhow::Result<ExitCode> {
+    let secs = window_ns.div_ceil(1_000_000_000).max(1);
+    let path = format!("/stalls?since={secs}");
+    let body = endpoint.get(&path)?;
+    let events = serde_json::from_str::<StallsReply>(&body)
+        .with_context(|| format!("{}{path}: not a stall list", endpoint.url))?
+        .events;
+    let groups = super::summary::summarize(events.iter().filter(|s| filter.accepts(s)));
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&groups)?)?;
+    } else {
+        writeln!(out, "{}", super::summary::HEADER)?;
+        for g in &groups {
+            writeln!(out, "{}", super::summary::line(g))?;
+            writeln!(out, "      worst: {}", g.worst)?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

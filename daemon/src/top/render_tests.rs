@@ -72,6 +72,9 @@ fn view() -> View {
             journal_ns: 0,
             flush_ns: 0,
             detail: 0,
+            cause: String::new(),
+            verdict: String::new(),
+            context: None,
         }],
         ..View::default()
     }

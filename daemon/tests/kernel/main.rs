@@ -6,6 +6,7 @@
 mod block;
 mod bpftrace;
 mod degrade;
+mod device_writes;
 mod dirty_memory;
 mod dirty_throttle;
 mod harness;
@@ -13,6 +14,8 @@ mod journal;
 mod map_pressure;
 mod nfs;
 mod series_budget;
+mod stall_context;
+mod stall_verdicts;
 mod stalls;
 mod submissions;
 mod sync_all_calls;

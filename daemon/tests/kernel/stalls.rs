@@ -92,6 +92,7 @@ fn config(socket: &Path, threshold_ns: u64, max_events: usize) -> Config {
             window_ns: 600_000_000_000,
             max_events,
             socket: Some(socket.to_owned()),
+            log_events: false,
         },
         ..Config::default()
     }

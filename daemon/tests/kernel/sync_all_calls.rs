@@ -19,7 +19,7 @@ const BUCKET: &str = "wbscope_sync_call_duration_seconds_bucket";
 const SFR_CALLS: &str = "wbscope_sync_file_range_calls_total";
 
 /// Compiles the liburing helper (tests/kernel/helpers/uring_sync.c) into `dir`.
-fn build_uring_helper(dir: &Path) -> PathBuf {
+pub(crate) fn build_uring_helper(dir: &Path) -> PathBuf {
     let source = dir.join("uring_sync.c");
     std::fs::write(&source, include_str!("helpers/uring_sync.c")).expect("write helper source");
     let binary = dir.join("uring_sync");
@@ -35,7 +35,7 @@ fn build_uring_helper(dir: &Path) -> PathBuf {
 }
 
 /// Runs the helper on `file` with `ops`; returns each request's duration as it measured it.
-fn uring(helper: &Path, file: &Path, ops: &[&str]) -> Vec<Duration> {
+pub(crate) fn uring(helper: &Path, file: &Path, ops: &[&str]) -> Vec<Duration> {
     let out = Command::new(helper)
         .arg(file)
         .args(ops)

@@ -126,3 +126,24 @@ pub fn submitted_bytes(s: Scope) -> Panel {
         )],
     )
 }
+
+/// Device write I/O by writeback source: who the device is busy for.
+pub fn device_writes_by_source(s: Scope) -> Panel {
+    Panel::series(
+        "Device writes by source",
+        "Bps",
+        "Bytes per second the device is asked to write, by whom each bio was submitted for: \
+         flusher work (with its sync mode and the kernel's reason: background, periodic, sync, \
+         ...), a task's own sync call (fsync, fdatasync, sync_file_range, syncfs, sync, msync), \
+         io_uring, direct (a task's O_DIRECT or O_SYNC writes), the journal, another kernel \
+         worker (kworker), or throttled (bios a blk-throttle rule held back: submitter unknown). A stalled fsync next to a \
+         large flusher sync or background share waited behind someone else's writeback.",
+        vec![Query::new(
+            s.rate_by(
+                "wbscope_device_write_bytes_total",
+                "device, source, sync_mode, reason",
+            ),
+            s.legend("{{device}} {{source}} {{sync_mode}} {{reason}}"),
+        )],
+    )
+}

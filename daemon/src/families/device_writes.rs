@@ -1,0 +1,252 @@
+//! Device write I/O by writeback source: who the device is busy for. Every write bio is counted
+//! at `block_bio_queue` (a probe of the block family, which calls `probe-ebpf/src/
+//! device_writes.rs`) by the flusher work or the task call that submitted it. Exports
+//! `wbscope_device_write_bytes_total` and `wbscope_device_write_bios_total`; the stall context
+//! samples the same map (`stalls::context`).
+
+use std::collections::BTreeMap;
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{MapData, PerCpuHashMap},
+};
+use probe_common::device_write::{
+    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, names,
+};
+use prometheus::{
+    core::{Collector, Desc},
+    proto::MetricFamily,
+};
+
+use super::{
+    CollectorContext, Family, KernelInfo, Part,
+    writeback::{reason_names, sync_mode_label},
+};
+use crate::{
+    kernel::{
+        devices,
+        layout::{member_offset, request_op_enum},
+    },
+    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    probes::ProbeSpec,
+};
+
+/// The device-writes family: no probe of its own (see the module comment).
+#[derive(Default)]
+pub struct DeviceWrites {
+    layout: Part<DevWriteLayout>,
+    reasons: BTreeMap<u32, String>,
+}
+
+fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, String> {
+    let btf = kernel
+        .btf
+        .as_ref()
+        .map_err(|why| format!("no kernel BTF: {why}"))?;
+    let iter = btf
+        .member_offset("bio", "bi_iter")
+        .map_err(|e| e.to_string())?;
+    Ok(DevWriteLayout {
+        bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
+        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        op_discard: request_op(btf, "REQ_OP_DISCARD")?,
+        // Secure erase is not on every kernel.
+        op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
+        task_comm: member_offset(btf, "task_struct", "comm", 16)?,
+        bio_bi_flags: member_offset(btf, "bio", "bi_flags", 2)?,
+        // An anonymous enum in include/linux/blk_types.h (since 5.19; BIO_THROTTLED before,
+        // which also marked bios that were never held back).
+        bps_throttled_bit: btf
+            .enumerator_value("BIO_BPS_THROTTLED")
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|bit| *bit < 16)
+            .unwrap_or(NO_OP),
+        resolved: 1,
+    })
+}
+
+/// The value of `enum req_op` (`req_opf` on older kernels) enumerator `variant`.
+fn request_op(btf: &crate::kernel::btf::Btf, variant: &str) -> Result<u32, String> {
+    let name = request_op_enum(btf);
+    let value = btf.enum_value(name, variant).map_err(|e| e.to_string())?;
+    u32::try_from(value).map_err(|_| format!("{name}::{variant} = {value} is out of range"))
+}
+
+impl Family for DeviceWrites {
+    fn name(&self) -> &'static str {
+        "device writes by source"
+    }
+
+    fn probes(&self) -> &'static [ProbeSpec] {
+        &[]
+    }
+
+    fn resolve(&mut self, kernel: &KernelInfo) {
+        self.layout = Some(layout(kernel));
+        self.reasons = reason_names(kernel);
+    }
+
+    fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
+        None
+    }
+
+    fn describe(&self) -> Vec<String> {
+        match &self.layout {
+            Some(Ok(_)) => vec!["counted at block_bio_queue (block family)".into()],
+            Some(Err(why)) => vec![format!("not counted: {why}")],
+            None => Vec::new(),
+        }
+    }
+
+    fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
+        if let Some(Ok(l)) = &self.layout {
+            loader.override_global(names::DEV_WRITE_LAYOUT, l, true);
+        }
+    }
+
+    fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+        ctx.map_errors.register(names::DEVICE_WRITES);
+        let map = ebpf
+            .take_map(names::DEVICE_WRITES)
+            .and_then(|m| PerCpuHashMap::try_from(m).ok());
+        let reader = DeviceWriteReader {
+            map,
+            errors: ctx.map_errors.clone(),
+            reasons: self.reasons.clone(),
+        };
+        let reader = std::sync::Arc::new(reader);
+        let _ = ctx.device_writes.set(reader.clone());
+        vec![Box::new(DeviceWriteCollector {
+            reader,
+            descs: describe(FAMILIES),
+        })]
+    }
+}
+
+const FAMILIES: &[(&str, &str); 2] = &[
+    (
+        "wbscope_device_write_bytes_total",
+        "Bytes of bios queued on the device that it counts as written in /sys/block/*/stat \
+         (write, write-zeroes, zone-append; not discards), by whom they were submitted \
+         for: source flusher (with the work item's sync_mode and reason), a task's own sync call \
+         (fsync, fdatasync, sync_file_range, syncfs, sync, msync), io_uring (io-wq workers), \
+         direct (a user task outside sync calls: O_DIRECT, O_SYNC), journal (jbd2), kworker \
+         (other workqueue workers), throttled (bios a blk-throttle rule held back, dispatched by \
+         its worker: the submitter is not known) or other. sync_mode and reason are empty unless source is flusher.",
+    ),
+    (
+        "wbscope_device_write_bios_total",
+        "Write bios counted in wbscope_device_write_bytes_total.",
+    ),
+];
+
+/// Where the collector leaves its reader for the stall context.
+pub type ReaderSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<DeviceWriteReader>>>;
+
+/// Labels of one series: device, source, sync mode, reason.
+pub type SourceLabels = (String, &'static str, String, String);
+
+/// Reads and labels the device-writes map; shared by the collector and the stall context.
+pub struct DeviceWriteReader {
+    map: Option<PerCpuHashMap<MapData, DevWriteKey, DevWriteStats>>,
+    errors: MapErrors,
+    reasons: BTreeMap<u32, String>,
+}
+
+impl DeviceWriteReader {
+    /// Totals since load by labels (distinct raw keys with the same labels merged).
+    pub fn read(&self) -> Option<BTreeMap<SourceLabels, DevWriteStats>> {
+        let entries = read_per_cpu_hash(
+            names::DEVICE_WRITES,
+            self.map.as_ref(),
+            &self.errors,
+            |acc: &mut DevWriteStats, v| acc.merge(v),
+            DevWriteStats::ZERO,
+        )?;
+        let mut series = BTreeMap::new();
+        for (key, stats) in entries {
+            series
+                .entry(self.labels(&key))
+                .or_insert(DevWriteStats::ZERO)
+                .merge(&stats);
+        }
+        Some(series)
+    }
+
+    fn labels(&self, key: &DevWriteKey) -> SourceLabels {
+        let source = WriteSource::from_raw(key.source).unwrap_or(WriteSource::Other);
+        let (sync_mode, reason) = if source == WriteSource::Flusher {
+            let reason = self
+                .reasons
+                .get(&u32::from(key.reason))
+                .cloned()
+                .unwrap_or_else(|| key.reason.to_string());
+            (sync_mode_label(u32::from(key.sync_mode)), reason)
+        } else {
+            (String::new(), String::new())
+        };
+        debug_assert!(source != WriteSource::Flusher || key.sync_mode != NO_WORK);
+        (
+            devices::label_for_kernel_dev(key.dev),
+            source.label(),
+            sync_mode,
+            reason,
+        )
+    }
+}
+
+struct DeviceWriteCollector {
+    reader: std::sync::Arc<DeviceWriteReader>,
+    descs: Vec<Desc>,
+}
+
+impl Collector for DeviceWriteCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let Some(series) = self.reader.read() else {
+            return Vec::new();
+        };
+        let [bytes, bios] = FAMILIES.map(|(name, _)| name);
+        let mut bytes = MetricBuilder::counter(bytes, FAMILIES);
+        let mut bios = MetricBuilder::counter(bios, FAMILIES);
+        for ((device, source, sync_mode, reason), stats) in &series {
+            let labels = [
+                ("device", device.as_str()),
+                ("source", *source),
+                ("sync_mode", sync_mode.as_str()),
+                ("reason", reason.as_str()),
+            ];
+            bytes.add_counter(&labels, stats.bytes as f64);
+            bios.add_counter(&labels, stats.bios as f64);
+        }
+        [bytes, bios]
+            .into_iter()
+            .filter_map(MetricBuilder::finish)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a machine with BTF, the layout resolves to offsets inside `struct bio`.
+    #[test]
+    fn resolves_on_the_running_kernel() {
+        let Ok(kernel) = KernelInfo::discover() else {
+            eprintln!("skipped: no tracefs (not root?)");
+            return;
+        };
+        if kernel.btf.is_ok() {
+            let l = layout(&kernel).expect("layout");
+            // bi_iter follows bi_next, bi_bdev, bi_opf and a few flags: well inside the first
+            // cache lines of the struct.
+            assert!(l.bio_bi_size >= 16 && l.bio_bi_size < 128, "{l:?}");
+            assert!(l.task_mm > 0, "{l:?}");
+        }
+    }
+}
