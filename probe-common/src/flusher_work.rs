@@ -72,4 +72,7 @@ pub mod names {
     pub const WORK_QUEUER_LAYOUT: &str = "WORK_QUEUER_LAYOUT";
     pub const WORK_RECORDS: &str = "WORK_RECORDS";
     pub const RUNNING_WORK: &str = "RUNNING_WORK";
+    /// Probe-side only: work items queued and not yet run, and the last sync(2) caller.
+    pub const QUEUED_WORK: &str = "QUEUED_WORK";
+    pub const LAST_SYNC: &str = "LAST_SYNC";
 }

@@ -5,8 +5,8 @@
 //! the two disagree, so a rename on one side only fails in the unit tier, not at run time.
 
 use crate::{
-    bio_disk, block, dirty, journal, layout, map_overflow, nfs, stall, submission, sync_call,
-    sync_layout, task, top, writeback,
+    bio_disk, block, device_write, dirty, flusher_work, journal, layout, map_overflow, nfs, stall,
+    submission, sync_call, sync_layout, task, top, writeback,
 };
 
 /// Every map of the object.
@@ -14,11 +14,16 @@ pub const MAPS: &[&str] = &[
     block::maps::BLOCK_RQ_STATS,
     block::maps::BLOCK_BIO_COUNTS,
     block::maps::BLOCK_INFLIGHT,
+    device_write::names::DEVICE_WRITES,
     dirty::maps::DIRTY_THROTTLE_PAUSE,
     dirty::maps::WRITEBACK_WAIT,
     dirty::maps::FOLIO_WAITS,
     dirty::maps::FOLIO_WAITS_PENDING,
     dirty::maps::FOLIO_WAIT_BUCKETS,
+    flusher_work::names::WORK_RECORDS,
+    flusher_work::names::RUNNING_WORK,
+    flusher_work::names::QUEUED_WORK,
+    flusher_work::names::LAST_SYNC,
     journal::maps::COMMITS_INFLIGHT,
     journal::maps::JOURNAL_COMMIT_LATENCY,
     map_overflow::maps::MAP_OVERFLOWS,
@@ -48,8 +53,10 @@ pub const MAPS: &[&str] = &[
 pub const GLOBALS: &[&str] = &[
     bio_disk::BIO_DISK_LAYOUT,
     block::BLOCK_LAYOUT_GLOBAL,
+    device_write::names::DEV_WRITE_LAYOUT,
     dirty::globals::DIRTY_THROTTLE_FMT,
     dirty::globals::FOLIO_WAIT_LAYOUT,
+    flusher_work::names::WORK_QUEUER_LAYOUT,
     journal::JOURNAL_FMT,
     layout::globals::WB_WORK_FMT,
     layout::globals::FSYNC_ENTER_FMT,

@@ -19,7 +19,7 @@ use prometheus::{
 };
 
 use super::{
-    CollectorContext, Family, KernelInfo, Part,
+    CollectorContext, Family, KernelInfo, LayoutError, Part,
     writeback::{reason_names, sync_mode_label},
 };
 use crate::{
@@ -38,14 +38,9 @@ pub struct DeviceWrites {
     reasons: BTreeMap<u32, String>,
 }
 
-fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, String> {
-    let btf = kernel
-        .btf
-        .as_ref()
-        .map_err(|why| format!("no kernel BTF: {why}"))?;
-    let iter = btf
-        .member_offset("bio", "bi_iter")
-        .map_err(|e| e.to_string())?;
+fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
+    let btf = kernel.btf()?;
+    let iter = btf.member_offset("bio", "bi_iter")?;
     Ok(DevWriteLayout {
         bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
         task_mm: member_offset(btf, "task_struct", "mm", 8)?,
@@ -67,10 +62,13 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, String> {
 }
 
 /// The value of `enum req_op` (`req_opf` on older kernels) enumerator `variant`.
-fn request_op(btf: &crate::kernel::btf::Btf, variant: &str) -> Result<u32, String> {
+fn request_op(btf: &crate::kernel::btf::Btf, variant: &str) -> Result<u32, LayoutError> {
     let name = request_op_enum(btf);
-    let value = btf.enum_value(name, variant).map_err(|e| e.to_string())?;
-    u32::try_from(value).map_err(|_| format!("{name}::{variant} = {value} is out of range"))
+    let value = btf.enum_value(name, variant)?;
+    u32::try_from(value).map_err(|_| LayoutError::OutOfRange {
+        what: format!("{name}::{variant}"),
+        value,
+    })
 }
 
 impl Family for DeviceWrites {

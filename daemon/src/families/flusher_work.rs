@@ -7,7 +7,7 @@ use aya::{Ebpf, EbpfLoader};
 use probe_common::flusher_work::{WorkQueuerLayout, names};
 use prometheus::core::Collector;
 
-use super::{CollectorContext, Family, KernelInfo, Part, writeback::reason_names};
+use super::{CollectorContext, Family, KernelInfo, LayoutError, Part, writeback::reason_names};
 use crate::probes::ProbeSpec;
 
 #[derive(Default)]
@@ -16,12 +16,14 @@ pub struct FlusherWork {
 }
 
 /// `WB_REASON_SYNC`'s raw value, from the kernel's own reason table.
-fn layout(kernel: &KernelInfo) -> Result<WorkQueuerLayout, String> {
+fn layout(kernel: &KernelInfo) -> Result<WorkQueuerLayout, LayoutError> {
     let reason_sync = reason_names(kernel)
         .into_iter()
         .find(|(_, name)| name == "sync")
         .map(|(raw, _)| raw)
-        .ok_or("the kernel's wb_reason table has no `sync`")?;
+        .ok_or_else(|| {
+            LayoutError::Unhandled("the kernel's wb_reason table has no `sync`".to_owned())
+        })?;
     Ok(WorkQueuerLayout {
         reason_sync,
         resolved: 1,
