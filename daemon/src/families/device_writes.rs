@@ -27,7 +27,12 @@ use crate::{
         devices,
         layout::{member_offset, request_op_enum},
     },
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::{
+        MapErrors, describe,
+        detail::{self, Detail},
+        proto::MetricBuilder,
+        read_per_cpu_hash,
+    },
     probes::ProbeSpec,
 };
 
@@ -219,7 +224,11 @@ impl Collector for DeviceWriteCollector {
                 ("reason", reason.as_str()),
             ];
             bytes.add_counter(&labels, stats.bytes as f64);
-            bios.add_counter(&labels, stats.bios as f64);
+            // Bios double the family's series for what is, per source, mostly the bytes'
+            // shape: only the full detail level keeps them (`[metrics] detail`).
+            if detail::get() == Detail::Full {
+                bios.add_counter(&labels, stats.bios as f64);
+            }
         }
         [bytes, bios]
             .into_iter()

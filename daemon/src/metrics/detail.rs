@@ -17,7 +17,8 @@ use serde::Deserialize;
 pub enum Detail {
     /// A fleet's default, under 200 series per busy device: histogram buckets every factor of 8
     /// (32.8 µs, 262 µs, … 8.6 s); block request and queue latency and flusher work duration
-    /// histograms by device only, block bytes by op, block flag counters summed over ops. The
+    /// histograms by device only, block bytes by op, block flag counters summed over ops at the
+    /// request level, device writes by source in bytes only. The
     /// request and work counters, and the summed request and work time (mean latency per op
     /// and sync, per sync mode and reason), keep every label.
     #[default]

@@ -174,7 +174,8 @@ fn sync_label(sync: u16) -> &'static str {
 /// series multiply by are kept where they are cheap and dropped where they cost a histogram
 /// each: request counts and the summed request time keep op and sync (their ratio is the mean
 /// latency of each kind), but the request and queue latency histograms are by device only,
-/// bytes by op (no `sync`), and flag counters are summed over ops (no `op`).
+/// bytes by op (no `sync`), and flag counters are summed over ops (no `op`) and kept at the
+/// request level only (no `level="bio"`).
 pub fn build(
     snap: &Snapshot,
     op_labels: &BTreeMap<u32, &'static str>,
@@ -255,8 +256,12 @@ pub fn build(
     for ((d, o), counts) in &request_flags {
         add_flags(&mut flags, d, o, "request", counts);
     }
-    for ((d, o), counts) in &bio_flag_sums {
-        add_flags(&mut flags, d, o, "bio", counts);
+    // Bio-level flags say what the filesystem asked for before merging; the request level is
+    // what the device was sent, which is what a fleet's dashboards read.
+    if full {
+        for ((d, o), counts) in &bio_flag_sums {
+            add_flags(&mut flags, d, o, "bio", counts);
+        }
     }
     let mut latency_family = MetricBuilder::histogram(LATENCY, FAMILIES);
     for ((d, o, s), h) in &latency {
@@ -299,7 +304,10 @@ fn sum_flags(
     }
 }
 
-/// One counter per flag; no `op` label when `op` is empty (summed over ops).
+/// One counter per flag the kernel has set on this device's requests (or bios) since start: a
+/// flag never seen has no series (a missing series sums as 0, and most devices never see
+/// most flags, which would otherwise cost 16 series each); no `op` label when `op` is empty
+/// (summed over ops).
 fn add_flags(
     family: &mut MetricBuilder,
     device: &str,
@@ -307,7 +315,7 @@ fn add_flags(
     level: &str,
     counts: &[u64; FLAGS.len()],
 ) {
-    for ((flag, _), n) in FLAGS.iter().zip(counts) {
+    for ((flag, _), n) in FLAGS.iter().zip(counts).filter(|(_, n)| **n > 0) {
         let labels = [
             ("device", device),
             ("op", op),

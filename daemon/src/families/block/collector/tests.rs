@@ -93,9 +93,10 @@ fn sums_sync_away_and_folds_unknown_ops_into_other() {
         value(&families, FLAGS_TOTAL, &flag("idle", "request")),
         Some(2.0)
     );
+    // A flag never set has no series (it sums as 0).
     assert_eq!(
         value(&families, FLAGS_TOTAL, &flag("meta", "request")),
-        Some(0.0)
+        None
     );
     assert_eq!(
         value(&families, FLAGS_TOTAL, &flag("fua", "bio")),
