@@ -57,6 +57,15 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
+impl From<crate::invalid_value::InvalidValue> for ConfigError {
+    fn from(e: crate::invalid_value::InvalidValue) -> ConfigError {
+        ConfigError::Invalid {
+            key: e.key,
+            message: e.message,
+        }
+    }
+}
+
 /// Log verbosity, from the config's `log_level` or `--log-level`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -14,6 +14,7 @@ pub mod daemon;
 pub mod error_chain;
 pub mod families;
 pub mod files;
+pub mod invalid_value;
 pub mod kernel;
 pub mod logging;
 pub mod memory;

@@ -15,6 +15,7 @@ pub mod filesystems;
 pub mod flusher_work;
 pub mod journal;
 pub mod nfs;
+pub mod stall_events;
 pub mod submissions;
 pub mod sync_calls;
 pub mod writeback;
@@ -89,6 +90,6 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(dirty_memory::DirtyMemory::default()),
         Box::new(dirty_throttle::DirtyThrottle::default()),
         Box::new(writeback_wait::WritebackWait::default()),
-        Box::new(crate::stalls::family::StallEvents::default()),
+        Box::new(stall_events::StallEvents::default()),
     ]
 }

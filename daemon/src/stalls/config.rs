@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::duration::parse_duration_ns;
-use crate::config::ConfigError;
+use crate::invalid_value::InvalidValue;
 
 /// Default stall threshold: 100 ms.
 pub const DEFAULT_THRESHOLD_NS: u64 = 100_000_000;
@@ -57,11 +57,11 @@ impl Default for StallsConfig {
 
 impl RawStalls {
     /// Validates the table, filling in defaults.
-    pub fn validate(self) -> Result<StallsConfig, ConfigError> {
+    pub fn validate(self) -> Result<StallsConfig, InvalidValue> {
         let d = StallsConfig::default();
         let duration = |key: &'static str, v: Option<String>, default: u64| match v {
             None => Ok(default),
-            Some(s) => parse_duration_ns(&s).map_err(|e| ConfigError::Invalid {
+            Some(s) => parse_duration_ns(&s).map_err(|e| InvalidValue {
                 key,
                 message: e.to_string(),
             }),

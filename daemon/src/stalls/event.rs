@@ -50,7 +50,7 @@ pub struct Stall {
     /// What the device did meanwhile; absent where the daemon keeps no history (standalone
     /// `wbscope trace`, a device that wrote nothing since the daemon started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<super::context::StallContext>,
+    pub context: Option<super::context::record::StallContext>,
 }
 
 /// The `kind` label for a raw kind.

@@ -6,7 +6,6 @@ pub mod config;
 pub mod context;
 pub mod duration;
 pub mod event;
-pub mod family;
 pub mod format;
 pub mod http;
 pub mod log_record;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::{config::ConfigError, stalls::duration::parse_duration_ns};
+use crate::{invalid_value::InvalidValue, stalls::duration::parse_duration_ns};
 
 /// Default time from accept (or TLS handshake start) to the end of the first request's headers.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,17 +57,17 @@ impl Default for HttpLimits {
 
 impl RawHttp {
     /// Validates the table, filling in defaults.
-    pub fn validate(self) -> Result<HttpLimits, ConfigError> {
+    pub fn validate(self) -> Result<HttpLimits, InvalidValue> {
         let d = HttpLimits::default();
         let duration = |key: &'static str, v: Option<String>, default: Duration| match v {
             None => Ok(default),
             Some(s) => match parse_duration_ns(&s) {
-                Ok(0) => Err(ConfigError::Invalid {
+                Ok(0) => Err(InvalidValue {
                     key,
                     message: format!("'{s}' is zero; a timeout must be positive"),
                 }),
                 Ok(ns) => Ok(Duration::from_nanos(ns)),
-                Err(e) => Err(ConfigError::Invalid {
+                Err(e) => Err(InvalidValue {
                     key,
                     message: e.to_string(),
                 }),
@@ -76,7 +76,7 @@ impl RawHttp {
         let max_connections = match self.max_connections {
             None => d.max_connections,
             Some(0) => {
-                return Err(ConfigError::Invalid {
+                return Err(InvalidValue {
                     key: "http.max_connections",
                     message: "0 would refuse every scrape; at least 1".into(),
                 });

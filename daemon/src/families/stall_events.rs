@@ -1,19 +1,19 @@
 //! The stall-events family: no probes of its own (the other families' probes report stalls),
 //! the BTF facts the stall code needs, and the stall metrics.
 
-use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
 use probe_common::stall::{StallLayout, names};
 use prometheus::core::Collector;
 
-use super::{metrics::DropsCollector, source::take_drops};
+use super::{CollectorContext, Family, KernelInfo, Part};
 use crate::{
-    families::{CollectorContext, Family, KernelInfo},
     kernel::{
+        LayoutError,
         btf::Btf,
         layout::{member_offset, request_op_enum},
     },
     probes::ProbeSpec,
+    stalls::{metrics::DropsCollector, source::take_drops},
 };
 
 /// The stall-events family.
