@@ -14,8 +14,12 @@ pub struct CurrentTask {
     /// with plain loads. 0: `bpf_get_current_task()`, whose members are read with
     /// `bpf_probe_read_kernel`.
     pub btf_typed: u32,
+    /// 1: per-thread state lives in BPF task storage (`BPF_MAP_TYPE_TASK_STORAGE`, usable from
+    /// tracing programs since 5.13). 0: in hashes keyed by thread id, and the task storage maps
+    /// are created as unused one-entry hashes (see the daemon's `probes::task_storage`).
+    pub task_storage: u32,
 }
-const _: () = assert!(core::mem::size_of::<CurrentTask>() == 4);
+const _: () = assert!(core::mem::size_of::<CurrentTask>() == 8);
 
 /// Where `tp_btf/sched_switch` finds the state the previous task was switched out in.
 #[repr(C)]

@@ -21,6 +21,7 @@ mod fd_dev;
 mod folio_wait;
 mod globals;
 mod hist;
+mod inflight;
 mod io_uring_sync;
 mod journal;
 mod msync_dev;
@@ -29,6 +30,7 @@ mod prev_state;
 mod stall_events;
 mod submissions;
 mod sync_calls;
+mod task_storage;
 mod top_procs;
 mod writeback;
 

@@ -19,7 +19,7 @@
 //!   under-counted there. One per-thread lookup and one per-CPU update per folio keep this hot
 //!   hook cheap.
 //!
-//! Caller: the task's in-flight sync call (`sync_calls::SYNC_INFLIGHT`, set at sys_enter and
+//! Caller: the task's in-flight sync call (`inflight`, set at sys_enter and
 //! cleared at sys_exit) if any; otherwise `flusher` when a kernel thread is between
 //! `tp_btf/writeback_single_inode_start` and `tp_btf/writeback_single_inode`
 //! (`__writeback_single_inode()`, which the flusher runs for every inode it writes back; user
@@ -45,7 +45,7 @@ use crate::{
     current_task,
     fd_dev::{dev_of_inode, read},
     hist::value_or_insert,
-    sync_calls::SYNC_INFLIGHT,
+    inflight,
 };
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
@@ -297,7 +297,7 @@ fn tid() -> u32 {
 /// inode is marked as having a per-folio pass, which its end then forgets.
 #[inline(always)]
 fn caller(tid: u32, opens_pass: bool) -> WbCaller {
-    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
+    if let Some(call) = inflight::current(tid) {
         // SAFETY: a value pointer of this map, valid for this program run; only this thread
         // writes its own entry.
         let call = unsafe { &mut *call };

@@ -5,6 +5,7 @@ pub mod detach;
 pub mod floor;
 pub mod loader;
 pub mod map_sizes;
+pub mod task_storage;
 
 pub use catalog::{Hook, ProbeSpec};
 pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};
