@@ -57,6 +57,8 @@ pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLay
     task_pid: 0,
     task_uninterruptible: 0,
     resolved: 0,
+    task_bpf_storage: 0,
+    _reserved: 0,
 });
 
 /// A switch-out in D state this long after the tracepoint (counting only time on the CPU) is not
@@ -279,8 +281,13 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
 /// sched_switch where waits live in task storage: only the two tasks' own values are touched.
 #[inline(always)]
 fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
+    let storage = FOLIO_WAIT_LAYOUT.load().task_bpf_storage;
+    // A task without any BPF storage has no wait: one load instead of a helper call.
+    let has_storage = |task: u64| storage == 0 || load::<u64>(task, storage) != 0;
     let prev = ctx.arg::<u64>(1);
-    if let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false) {
+    if has_storage(prev)
+        && let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false)
+    {
         // SAFETY: a task storage value pointer, valid for this program run; only the thread's
         // own tracepoint and the switches of that thread touch it.
         let wait = unsafe { &mut *wait };
@@ -301,6 +308,9 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
         }
     }
     let next = ctx.arg::<u64>(2);
+    if !has_storage(next) {
+        return None;
+    }
     let wait = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, next, false)?;
     // SAFETY: as above.
     let wait = unsafe { &mut *wait };

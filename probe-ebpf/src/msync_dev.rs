@@ -15,7 +15,6 @@ use aya_ebpf::{
 };
 use probe_common::{sync_call::SyncSyscall, sync_layout::FieldFormat};
 
-
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
 #[used]

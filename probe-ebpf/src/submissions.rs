@@ -46,6 +46,7 @@ use crate::{
     fd_dev::{dev_of_inode, read},
     hist::value_or_insert,
     inflight,
+    task_storage::{self, task_storage},
 };
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
@@ -86,9 +87,33 @@ static WB_SUBMISSIONS: PerCpuHashMap<SubmitKey, SubmitStats> =
 
 /// Kernel threads that write back inodes, by thread id: [`IN_INODE`] inside
 /// `__writeback_single_inode()`, [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there,
-/// [`NOT_IN_INODE`] between inodes. LRU, so exited threads' entries make room.
+/// [`NOT_IN_INODE`] between inodes. LRU, so exited threads' entries make room. Used where task
+/// storage is not ([`FLUSHER_TASK`]).
 #[map]
 static FLUSHER_INODE: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 0);
+
+task_storage! {
+    /// [`FLUSHER_INODE`]'s state of each thread, in task storage where the kernel allows it
+    /// (created zero, [`NOT_IN_INODE`]).
+    static FLUSHER_TASK: FlusherTaskDef<u32>;
+}
+
+/// The thread's flusher-inode state ([`FLUSHER_TASK`] or [`FLUSHER_INODE`]), created as
+/// [`NOT_IN_INODE`] with `create`.
+#[inline(always)]
+fn flusher_state(tid: u32, create: bool) -> Option<*mut u32> {
+    if task_storage::available() {
+        return task_storage::get(&FLUSHER_TASK, 0, create);
+    }
+    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) {
+        return Some(state);
+    }
+    if !create {
+        return None;
+    }
+    let _ = FLUSHER_INODE.insert(&tid, &NOT_IN_INODE, 0);
+    FLUSHER_INODE.get_ptr_mut(&tid)
+}
 
 /// The per-folio pass each thread is in, by thread id.
 #[map]
@@ -119,13 +144,10 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     let tid = tid();
     // A kworker writes inode after inode: its entry is reused in place rather than inserted
     // (a hash update allocates) and deleted each time.
-    match FLUSHER_INODE.get_ptr_mut(&tid) {
-        // SAFETY: a value pointer of this map, valid for this program run; only this thread
-        // writes its own entry.
-        Some(state) => unsafe { *state = IN_INODE },
-        None => {
-            let _ = FLUSHER_INODE.insert(&tid, &IN_INODE, 0);
-        }
+    if let Some(state) = flusher_state(tid, true) {
+        // SAFETY: a map or task storage value pointer, valid for this program run; only this
+        // thread writes its own entry.
+        unsafe { *state = IN_INODE };
     }
     0
 }
@@ -135,7 +157,7 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "writeback_single_inode")]
 pub fn writeback_single_inode(_ctx: BtfTracePointContext) -> u32 {
     let tid = tid();
-    let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) else {
+    let Some(state) = flusher_state(tid, false) else {
         return 0;
     };
     // SAFETY: a value pointer of this map, valid for this program run; only this thread
@@ -306,8 +328,8 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         }
         return WbCaller::for_raw_syscall(call.start.syscall);
     }
-    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid)
-        // SAFETY: a value pointer of this map, valid for this program run.
+    if let Some(state) = flusher_state(tid, false)
+        // SAFETY: a map or task storage value pointer, valid for this program run.
         && unsafe { *state } != NOT_IN_INODE
     {
         if opens_pass {
