@@ -115,9 +115,40 @@ fn flusher_state(tid: u32, create: bool) -> Option<*mut u32> {
     FLUSHER_INODE.get_ptr_mut(&tid)
 }
 
-/// The per-folio pass each thread is in, by thread id.
+/// The per-folio pass each thread is in, by thread id (where task storage is not).
 #[map]
 static PASSES: LruHashMap<u32, PassState> = LruHashMap::with_max_entries(16384, 0);
+
+task_storage! {
+    /// The per-folio pass of each thread, in task storage where the kernel allows it; `wbc == 0`:
+    /// none.
+    static PASS_TASK: PassTaskDef<PassState>;
+}
+
+/// The thread's current per-folio pass, if any.
+#[inline(always)]
+fn pass_state(tid: u32) -> Option<*mut PassState> {
+    if task_storage::available() {
+        let v: *mut PassState = task_storage::get(&PASS_TASK, 0, false)?;
+        // SAFETY: a task storage value pointer, valid for this program run.
+        return (unsafe { (*v).wbc } != 0).then_some(v);
+    }
+    PASSES.get_ptr_mut(&tid)
+}
+
+/// The thread starts the per-folio pass `state`.
+#[inline(always)]
+fn start_pass(tid: u32, state: &PassState) {
+    if task_storage::available() {
+        if let Some(v) = task_storage::get::<_, PassState>(&PASS_TASK, 0, true) {
+            // SAFETY: a task storage value pointer, valid for this program run; only this
+            // thread touches its own value.
+            unsafe { *v = *state };
+        }
+    } else {
+        let _ = PASSES.insert(&tid, state, 0);
+    }
+}
 
 /// [`FLUSHER_INODE`] values. An entry outlives the inode (it is reused by the thread's next
 /// one), so "not in an inode" is a value too.
@@ -236,9 +267,9 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let size = folio_pages(folio, &l);
     let tid = tid();
-    if let Some(state) = PASSES.get_ptr_mut(&tid) {
-        // SAFETY: a value pointer of this map, valid for this program run; only this thread
-        // touches its own entry.
+    if let Some(state) = pass_state(tid) {
+        // SAFETY: a map or task storage value pointer, valid for this program run; only this
+        // thread touches its own entry.
         let state = unsafe { &mut *state };
         if state.wbc == wbc && state.mapping == mapping && nr_to_write <= state.last_nr_to_write {
             let pages = match size {
@@ -269,7 +300,7 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
         last_nr_to_write: nr_to_write,
         key,
     };
-    let _ = PASSES.insert(&tid, &state, 0);
+    start_pass(tid, &state);
     add(&key, 1, size.unwrap_or(1));
     Some(())
 }
@@ -307,7 +338,14 @@ fn folio_pages(folio: u64, l: &WbcLayout) -> Option<u64> {
 /// same stack address is not merged into it. Threads that opened none skip the delete.
 #[inline(always)]
 pub(crate) fn end_pass(tid: u32) {
-    let _ = PASSES.remove(&tid);
+    if task_storage::available() {
+        if let Some(v) = task_storage::get::<_, PassState>(&PASS_TASK, 0, false) {
+            // SAFETY: a task storage value pointer, valid for this program run.
+            unsafe { (*v).wbc = 0 };
+        }
+    } else {
+        let _ = PASSES.remove(&tid);
+    }
 }
 
 #[inline(always)]

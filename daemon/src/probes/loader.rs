@@ -187,7 +187,7 @@ pub fn load_and_attach(
 }
 
 /// The thread-id-keyed hashes that hold per-thread state where task storage is unavailable.
-const FALLBACK_HASHES: [&str; 3] = ["SYNC_INFLIGHT", "FOLIO_WAITS", "FLUSHER_INODE"];
+const FALLBACK_HASHES: [&str; 4] = ["SYNC_INFLIGHT", "FOLIO_WAITS", "FLUSHER_INODE", "PASSES"];
 
 /// Why the hook itself is missing on this kernel, if it is.
 fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {
