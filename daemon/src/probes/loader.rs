@@ -187,7 +187,13 @@ pub fn load_and_attach(
 }
 
 /// The thread-id-keyed hashes that hold per-thread state where task storage is unavailable.
-const FALLBACK_HASHES: [&str; 4] = ["SYNC_INFLIGHT", "FOLIO_WAITS", "FLUSHER_INODE", "PASSES"];
+const FALLBACK_HASHES: [&str; 5] = [
+    "SYNC_INFLIGHT",
+    "FOLIO_WAITS",
+    "FLUSHER_INODE",
+    "PASSES",
+    "FLUSHER_ITEMS",
+];
 
 /// Why the hook itself is missing on this kernel, if it is.
 fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {

@@ -18,7 +18,13 @@ const MAP_TYPE_HASH: u32 = 1;
 const MAP_TYPE_TASK_STORAGE: u32 = 29;
 
 /// The task storage maps of the object, for their fallback size.
-pub const MAPS: [&str; 4] = ["SYNC_TASK", "FOLIO_WAIT_TASK", "FLUSHER_TASK", "PASS_TASK"];
+pub const MAPS: [&str; 5] = [
+    "SYNC_TASK",
+    "FOLIO_WAIT_TASK",
+    "FLUSHER_TASK",
+    "PASS_TASK",
+    "FLUSHER_ITEM_TASK",
+];
 
 /// Why the object could not be rewritten.
 #[derive(Debug, thiserror::Error)]
