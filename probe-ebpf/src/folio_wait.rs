@@ -285,25 +285,25 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
     // A task without any BPF storage has no wait: one load instead of a helper call.
     let has_storage = |task: u64| storage == 0 || load::<u64>(task, storage) != 0;
     let prev = ctx.arg::<u64>(1);
-    if has_storage(prev)
+    // Only a switch-out in a state other than running (a preemption, or the idle task) may be
+    // the wait's sleep or end it: the state, an argument, is checked before any lookup.
+    let prev_state = crate::prev_state::prev_state(ctx, prev)?;
+    if prev_state != 0
+        && has_storage(prev)
         && let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false)
     {
         // SAFETY: a task storage value pointer, valid for this program run; only the thread's
         // own tracepoint and the switches of that thread touch it.
         let wait = unsafe { &mut *wait };
         if wait.start_ns != 0 {
-            // A switch-out in any state other than running (a preemption) may be the sleep.
-            let prev_state = crate::prev_state::prev_state(ctx, prev)?;
-            if prev_state != 0 {
-                let l = FOLIO_WAIT_LAYOUT.load();
-                let slept_for_it = prev_state & l.task_uninterruptible != 0
-                    && wait.sleeping == 0
-                    && now().saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
-                if slept_for_it {
-                    wait.sleeping = 1;
-                } else {
-                    wait.start_ns = 0;
-                }
+            let l = FOLIO_WAIT_LAYOUT.load();
+            let slept_for_it = prev_state & l.task_uninterruptible != 0
+                && wait.sleeping == 0
+                && now().saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
+            if slept_for_it {
+                wait.sleeping = 1;
+            } else {
+                wait.start_ns = 0;
             }
         }
     }
