@@ -124,6 +124,10 @@ pub enum LogFormat {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MetricsConfig {
     pub detail: Detail,
+    /// `[metrics] bpf_stats`: hold the kernel's BPF run-time statistics on while the daemon runs,
+    /// so that `wbscope_bpf_program_*` count. Off by default: the switch is host-wide, and while
+    /// it is on every BPF program on the host (not only ours) pays two clock reads per run.
+    pub bpf_stats: bool,
 }
 
 /// The `[metrics]` table as written.
@@ -132,6 +136,8 @@ pub struct MetricsConfig {
 struct RawMetrics {
     /// `basic` (default) or `full`.
     detail: Option<Detail>,
+    /// Enable BPF run-time statistics while the daemon runs (default `false`).
+    bpf_stats: Option<bool>,
 }
 
 /// The configuration file as written. Unknown keys are rejected so that a typo never silently
@@ -259,8 +265,12 @@ impl Config {
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
             disabled_probes,
             stalls: raw.stalls.unwrap_or_default().validate()?,
-            metrics: MetricsConfig {
-                detail: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
+            metrics: {
+                let m = raw.metrics.unwrap_or_default();
+                MetricsConfig {
+                    detail: m.detail.unwrap_or_default(),
+                    bpf_stats: m.bpf_stats.unwrap_or(false),
+                }
             },
             web_config_file: raw
                 .web_config_file
@@ -360,6 +370,18 @@ mod tests {
         assert_eq!(c, Config::default());
         assert_eq!(c.listen.port(), 19617);
         assert!(c.ignore_own_io);
+        assert!(!c.metrics.bpf_stats);
+    }
+
+    #[test]
+    fn bpf_stats_is_opt_in() {
+        let c = Config::from_toml("[metrics]\nbpf_stats = true\n").unwrap();
+        assert!(c.metrics.bpf_stats);
+        assert_eq!(c.metrics.detail, Detail::Basic);
+        let err = Config::from_toml("[metrics]\nbpf_stats = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`metrics.bpf_stats`"), "{err}");
     }
 
     #[test]

@@ -168,7 +168,11 @@ impl Daemon {
                 ctx.map_errors.clone(),
             ),
         ))?;
-        let run_time_stats = enable_run_time_stats();
+        let run_time_stats = if config.metrics.bpf_stats {
+            enable_run_time_stats()
+        } else {
+            None
+        };
         registry.register(Box::new(
             SelfCollector::new(
                 kernel.release.clone(),
@@ -331,7 +335,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     daemon.stop().await
 }
 
-/// Turns on BPF run-time stats for as long as the returned fd lives.
+/// Turns on BPF run-time stats for as long as the returned fd lives (`[metrics] bpf_stats`:
+/// opt-in, since while any holder keeps them on every BPF program on the host pays for them).
 fn enable_run_time_stats() -> Option<std::os::fd::OwnedFd> {
     match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
         Ok(fd) => Some(fd),

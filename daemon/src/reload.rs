@@ -113,12 +113,20 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             why: "probes are attached once at start",
         });
     }
-    if metrics != running.metrics {
+    if metrics.detail != running.metrics.detail {
         refused.push(Refusal {
             key: "metrics.detail",
             running: format!("{:?}", running.metrics.detail).to_lowercase(),
             requested: format!("{:?}", metrics.detail).to_lowercase(),
             why: "the collectors are set up once, at start",
+        });
+    }
+    if metrics.bpf_stats != running.metrics.bpf_stats {
+        refused.push(Refusal {
+            key: "metrics.bpf_stats",
+            running: running.metrics.bpf_stats.to_string(),
+            requested: metrics.bpf_stats.to_string(),
+            why: "the run-time statistics are switched on once, at start",
         });
     }
     if web_config_file != running.web_config_file {

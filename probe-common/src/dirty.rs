@@ -48,8 +48,12 @@ pub struct FolioWaitLayout {
     pub task_uninterruptible: u32,
     /// Non-zero once the daemon has filled in the fields above.
     pub resolved: u32,
+    /// `task_struct.bpf_storage` (5.11+), 0 if absent: sched_switch skips the task storage
+    /// lookup of a task that has no BPF storage at all (most switches involve one).
+    pub task_bpf_storage: u32,
+    pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 32);
+const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 40);
 
 /// A wait on a folio under writeback, kept per thread id from the tracepoint until the thread
 /// runs again.

@@ -14,8 +14,12 @@ pub struct CurrentTask {
     /// with plain loads. 0: `bpf_get_current_task()`, whose members are read with
     /// `bpf_probe_read_kernel`.
     pub btf_typed: u32,
+    /// 1: per-thread state lives in BPF task storage (`BPF_MAP_TYPE_TASK_STORAGE`, usable from
+    /// tracing programs since 5.13). 0: in hashes keyed by thread id, and the task storage maps
+    /// are created as unused one-entry hashes (see the daemon's `probes::task_storage`).
+    pub task_storage: u32,
 }
-const _: () = assert!(core::mem::size_of::<CurrentTask>() == 4);
+const _: () = assert!(core::mem::size_of::<CurrentTask>() == 8);
 
 /// Where `tp_btf/sched_switch` finds the state the previous task was switched out in.
 #[repr(C)]
@@ -39,4 +43,23 @@ user_pod!(CurrentTask, PrevStateSource);
 pub mod globals {
     pub const CURRENT_TASK: &str = "CURRENT_TASK";
     pub const PREV_STATE_SOURCE: &str = "PREV_STATE_SOURCE";
+}
+
+/// The per-thread task storage maps (`probe-ebpf/src/task_storage.rs`): BTF-defined maps of
+/// `BPF_MAP_TYPE_TASK_STORAGE`, rewritten into unused one-entry hashes where the kernel refuses
+/// that type for tracing programs (`daemon/src/probes/task_storage.rs`).
+pub mod task_storage_maps {
+    pub const SYNC_TASK: &str = "SYNC_TASK";
+    pub const FOLIO_WAIT_TASK: &str = "FOLIO_WAIT_TASK";
+    pub const FLUSHER_TASK: &str = "FLUSHER_TASK";
+    pub const PASS_TASK: &str = "PASS_TASK";
+    pub const FLUSHER_ITEM_TASK: &str = "FLUSHER_ITEM_TASK";
+    /// All of them.
+    pub const ALL: [&str; 5] = [
+        SYNC_TASK,
+        FOLIO_WAIT_TASK,
+        FLUSHER_TASK,
+        PASS_TASK,
+        FLUSHER_ITEM_TASK,
+    ];
 }

@@ -72,8 +72,11 @@ pub struct FlusherItem {
     pub t_last_written: u64,
     /// `nr_pages` (remaining budget) at the open iteration's start.
     pub iteration_nr_pages: i64,
+    /// 1 while the item is open: a thread's task storage value outlives its items.
+    pub open: u32,
+    pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<FlusherItem>() == 24 + 16 + 24);
+const _: () = assert!(core::mem::size_of::<FlusherItem>() == 24 + 16 + 24 + 8);
 
 user_pod!(WbKey, WbStats, FlusherItem);
 

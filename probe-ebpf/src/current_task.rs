@@ -14,7 +14,10 @@ use crate::{btf_load::load, fd_dev::read};
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
 #[used]
-static CURRENT_TASK: Global<CurrentTask> = Global::new(CurrentTask { btf_typed: 0 });
+static CURRENT_TASK: Global<CurrentTask> = Global::new(CurrentTask {
+    btf_typed: 0,
+    task_storage: 0,
+});
 
 /// The current task's member at `offset` (a `T`-sized member from BTF); `None` if it cannot be
 /// read.
@@ -44,4 +47,10 @@ pub fn member<T>(offset: u32) -> Option<T> {
 #[inline(always)]
 pub fn typed() -> bool {
     CURRENT_TASK.load().btf_typed != 0
+}
+
+/// Whether per-thread state lives in task storage on this kernel (see `task_storage`).
+#[inline(always)]
+pub fn task_storage() -> bool {
+    CURRENT_TASK.load().task_storage != 0
 }

@@ -2,9 +2,9 @@
 //! `block_bio_queue` sees it, by (device, source, flusher sync mode, flusher reason).
 //!
 //! The source is read from the submitting context, with what other families already keep per
-//! thread: a user task is inside a sync call (`sync_calls::SYNC_INFLIGHT`: fsync, fdatasync,
+//! thread: a user task is inside a sync call (`inflight`: fsync, fdatasync,
 //! sync_file_range, syncfs, sync, msync), is an io-wq worker (`iou-wrk-`), or writes on its own
-//! (`direct`); a kernel thread is executing flusher work (`writeback::FLUSHER_ITEMS`, which
+//! (`direct`); a kernel thread is executing flusher work (`writeback::open_item_of`, which
 //! carries the item's sync mode and reason), is a jbd2 thread (`journal`), another workqueue
 //! worker (`kworker`, or `throttled` for a bio blk-throttle held back), or something else
 //! (`other`).
@@ -15,8 +15,8 @@
 //! (see docs/kernel-hooks.md).
 //!
 //! Cost per bio: loads of `current->mm` (and, when neither map knows the thread, of the first
-//! word of `current->comm`), one per-thread hash lookup and one per-CPU hash update: no shared
-//! cache line is written.
+//! word of `current->comm`), one per-thread lookup (task storage where the kernel has it, else
+//! a hash) and one per-CPU hash update: no shared cache line is written.
 
 use aya_ebpf::{Global, helpers::bpf_get_current_pid_tgid, macros::map, maps::PerCpuHashMap};
 use probe_common::device_write::{
@@ -24,10 +24,7 @@ use probe_common::device_write::{
 };
 use probe_common::map_overflow;
 
-use crate::{
-    btf_load::load, current_task, hist::value_or_insert, sync_calls::SYNC_INFLIGHT,
-    writeback::FLUSHER_ITEMS,
-};
+use crate::{btf_load::load, current_task, hist::value_or_insert, inflight, writeback};
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
@@ -91,14 +88,14 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
     // Kernel threads have no mm; an unreadable task counts as a kernel thread.
     let kernel_thread = current_task::member::<u64>(l.task_mm).unwrap_or(0) == 0;
     if !kernel_thread {
-        if let Some(call) = SYNC_INFLIGHT.get_ptr(&tid) {
-            // SAFETY: a value pointer of this map, valid for this program run.
+        if let Some(call) = inflight::current(tid) {
+            // SAFETY: a map or task storage value pointer, valid for this program run.
             let raw = unsafe { (*call).start.syscall };
             key.source = WriteSource::for_raw_syscall(raw) as u8;
             return key;
         }
-    } else if let Some(item) = FLUSHER_ITEMS.get_ptr(&tid) {
-        // SAFETY: a value pointer of this map, valid for this program run.
+    } else if let Some(item) = writeback::open_item_of(tid) {
+        // SAFETY: a map or task storage value pointer, valid for this program run.
         let item = unsafe { &*item };
         key.source = WriteSource::Flusher as u8;
         key.sync_mode = item.key.sync_mode.min(NO_WORK as u32 - 1) as u8;

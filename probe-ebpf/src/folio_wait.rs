@@ -14,10 +14,14 @@
 //! - sched_switch with next == that thread and marked: duration = now − ts (it includes the
 //!   run-queue delay after the wake-up, which the waiter suffers too).
 //!
-//! sched_switch is the hottest hook there is, so it exits after one read of a global counter of
-//! pending entries while no wait is pending, and otherwise looks a thread up in the hash only if
-//! a per-bucket counter says it may have an entry. Kernels before 5.18 have no `prev_state`
-//! argument; `prev_state` reads the task's state there.
+//! sched_switch is the hottest hook there is. Where tracing programs have task storage (5.13+,
+//! see `task_storage`), the wait is a value of the thread's own task storage: sched_switch does
+//! one task storage get for each of its two tasks and touches nothing shared, and a wait ends by
+//! clearing `start_ns`, with no map update. Elsewhere (5.10) it lives in a hash by thread id,
+//! and sched_switch exits after one read of a global counter of pending entries while no wait is
+//! pending, and otherwise looks a thread up in the hash only if a per-bucket counter says it may
+//! have an entry. Kernels before 5.18 have no `prev_state` argument; `prev_state` reads the
+//! task's state there.
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
@@ -37,6 +41,7 @@ use probe_common::{
 use crate::{
     btf_load::load,
     hist::{record, value_or_insert},
+    task_storage::{self, task_storage},
 };
 
 /// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
@@ -52,6 +57,8 @@ pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLay
     task_pid: 0,
     task_uninterruptible: 0,
     resolved: 0,
+    task_bpf_storage: 0,
+    _reserved: 0,
 });
 
 /// A switch-out in D state this long after the tracepoint (counting only time on the CPU) is not
@@ -67,7 +74,12 @@ const BPF_NOEXIST: u64 = 1;
 const S_IFMT: u16 = 0o170000;
 const S_IFBLK: u16 = 0o060000;
 
-/// Waits in progress by thread id. A plain hash, not LRU: an evicted entry would leave the
+task_storage! {
+    /// The wait in progress of each thread (task storage kernels); `start_ns == 0`: none.
+    static FOLIO_WAIT_TASK: FolioWaitTaskDef<PendingWait>;
+}
+
+/// Waits in progress by thread id (kernels without task storage for tracing programs). A plain hash, not LRU: an evicted entry would leave the
 /// pending counter too high forever. Every entry goes away at its thread's next switch-out or
 /// switch-in, so the map cannot fill with stale entries.
 #[map]
@@ -196,6 +208,13 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         dev,
         sleeping: 0,
     };
+    if task_storage::available() {
+        // A not-yet-slept wait of this thread (e.g. it was preempted) is replaced by this one.
+        let v: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, 0, true)?;
+        // SAFETY: a task storage value pointer, valid for this program run.
+        unsafe { *v = wait };
+        return Some(());
+    }
     if FOLIO_WAITS.insert(&tid, &wait, BPF_NOEXIST).is_ok() {
         count(tid, 1);
     } else if let Some(existing) = FOLIO_WAITS.get_ptr_mut(&tid) {
@@ -212,6 +231,9 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
 
 #[inline(always)]
 fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
+    if task_storage::available() {
+        return sched_switch_task_storage(ctx);
+    }
     // The early exit: one map read while nothing is pending.
     if *FOLIO_WAITS_PENDING.get(0)? == 0 {
         return None;
@@ -253,8 +275,66 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let wait = *wait;
     forget(next_tid);
+    ended(next, next_tid, &wait, t)
+}
+
+/// sched_switch where waits live in task storage: only the two tasks' own values are touched.
+#[inline(always)]
+fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
+    let storage = FOLIO_WAIT_LAYOUT.load().task_bpf_storage;
+    // A task without any BPF storage has no wait: one load instead of a helper call.
+    let has_storage = |task: u64| storage == 0 || load::<u64>(task, storage) != 0;
+    let prev = ctx.arg::<u64>(1);
+    // Only a switch-out in a state other than running (a preemption, or the idle task) may be
+    // the wait's sleep or end it: the state, an argument, is checked before any lookup.
+    let prev_state = crate::prev_state::prev_state(ctx, prev)?;
+    if prev_state != 0
+        && has_storage(prev)
+        && let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false)
+    {
+        // SAFETY: a task storage value pointer, valid for this program run; only the thread's
+        // own tracepoint and the switches of that thread touch it.
+        let wait = unsafe { &mut *wait };
+        if wait.start_ns != 0 {
+            let l = FOLIO_WAIT_LAYOUT.load();
+            let slept_for_it = prev_state & l.task_uninterruptible != 0
+                && wait.sleeping == 0
+                && now().saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
+            if slept_for_it {
+                wait.sleeping = 1;
+            } else {
+                wait.start_ns = 0;
+            }
+        }
+    }
+    let next = ctx.arg::<u64>(2);
+    if !has_storage(next) {
+        return None;
+    }
+    let wait = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, next, false)?;
+    // SAFETY: as above.
+    let wait = unsafe { &mut *wait };
+    if wait.start_ns == 0 {
+        return None;
+    }
+    let t = now();
+    if wait.sleeping == 0 {
+        // Back on the CPU after a preemption between the tracepoint and the sleep.
+        wait.on_cpu_since_ns = t;
+        return None;
+    }
+    let ended_wait = *wait;
+    wait.start_ns = 0;
+    let next_tid = load::<u32>(next, FOLIO_WAIT_LAYOUT.load().task_pid);
+    ended(next, next_tid, &ended_wait, t)
+}
+
+/// Thread `tid` (task `task`, being switched in at `t`) ends `wait`: the stall breakdown and the
+/// histogram.
+#[inline(always)]
+fn ended(task: u64, tid: u32, wait: &PendingWait, t: u64) -> Option<()> {
     let ns = t.saturating_sub(wait.start_ns);
-    crate::stall_events::waited(next, next_tid, wait.dev, wait.start_ns, ns);
+    crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns);
     let hist = value_or_insert(
         &WRITEBACK_WAIT,
         &wait.dev,

@@ -15,8 +15,6 @@ use aya_ebpf::{
 };
 use probe_common::{sync_call::SyncSyscall, sync_layout::FieldFormat};
 
-use crate::sync_calls::SYNC_INFLIGHT;
-
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
 #[used]
@@ -51,7 +49,7 @@ fn fill_msync_dev(ctx: &TracePointContext, dev_offset: u32) {
         return;
     }
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(start) = SYNC_INFLIGHT.get_ptr_mut(&tid) else {
+    let Some(start) = crate::inflight::current(tid) else {
         return;
     };
     // SAFETY: a value pointer of this map, valid for this program run; only this thread writes

@@ -8,7 +8,7 @@
 //!
 //! Breakdown of a sync call (all per thread id, between its enter and exit):
 //! - writeback waits and throttling pauses of the thread are added to its [`OpenCall`], which
-//!   lives in the call's in-flight entry (`sync_calls::SYNC_INFLIGHT`);
+//!   lives in the call's in-flight entry (`inflight`);
 //! - journal and flush time come from per-device busy clocks ([`DevBusy`]): the difference of the
 //!   clock between the call's start and end is the time during the call in which a journal commit
 //!   (resp. at least one flush request) of the call's device was running.
@@ -32,7 +32,7 @@ use probe_common::{
     writeback::BDI_NAME_LEN,
 };
 
-use crate::{fd_dev::read, sync_calls::SYNC_INFLIGHT};
+use crate::{fd_dev::read, inflight};
 
 /// Offsets from BTF, resolved by the daemon. A plain static rather than an `aya_ebpf::Global`
 /// so that the block hooks, which run on every request, can read the two fields they need (see
@@ -123,7 +123,7 @@ fn busy(dev: u32) -> Option<*mut DevBusy> {
 }
 
 /// The breakdown accumulators of a sync call on `dev` (0: unknown) starting at `start_ns`, kept
-/// in the call's in-flight entry (`sync_calls::SYNC_INFLIGHT`).
+/// in the call's in-flight entry (`inflight`).
 #[inline(always)]
 pub fn open_call(dev: u32, ino: u64, start_ns: u64) -> OpenCall {
     let (journal_at_start, flush_at_start) = match DEV_BUSY.get_ptr_mut(&dev) {
@@ -200,7 +200,7 @@ pub fn close_uring(kind: u32, dev: u32, flags: u32, start_ns: u64, end_ns: u64) 
 #[inline(always)]
 pub fn throttled(pause_ns: u64, bdi: &[u8; BDI_NAME_LEN]) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
+    if let Some(call) = inflight::current(tid) {
         // SAFETY: map value pointer, valid for this program run; only this thread's programs
         // touch its entry.
         unsafe { (*call).open.throttle_ns += pause_ns };
@@ -222,7 +222,7 @@ pub fn throttled(pause_ns: u64, bdi: &[u8; BDI_NAME_LEN]) {
 /// `dev`, from `start_ns`.
 #[inline(always)]
 pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
-    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
+    if let Some(call) = inflight::of(task, tid) {
         // SAFETY: map value pointer, valid for this program run.
         unsafe { (*call).open.wb_wait_ns += ns };
     }

@@ -19,7 +19,7 @@
 //!   under-counted there. One per-thread lookup and one per-CPU update per folio keep this hot
 //!   hook cheap.
 //!
-//! Caller: the task's in-flight sync call (`sync_calls::SYNC_INFLIGHT`, set at sys_enter and
+//! Caller: the task's in-flight sync call (`inflight`, set at sys_enter and
 //! cleared at sys_exit) if any; otherwise `flusher` when a kernel thread is between
 //! `tp_btf/writeback_single_inode_start` and `tp_btf/writeback_single_inode`
 //! (`__writeback_single_inode()`, which the flusher runs for every inode it writes back; user
@@ -45,7 +45,8 @@ use crate::{
     current_task,
     fd_dev::{dev_of_inode, read},
     hist::value_or_insert,
-    sync_calls::SYNC_INFLIGHT,
+    inflight,
+    task_storage::{self, task_storage},
 };
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
@@ -86,13 +87,68 @@ static WB_SUBMISSIONS: PerCpuHashMap<SubmitKey, SubmitStats> =
 
 /// Kernel threads that write back inodes, by thread id: [`IN_INODE`] inside
 /// `__writeback_single_inode()`, [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there,
-/// [`NOT_IN_INODE`] between inodes. LRU, so exited threads' entries make room.
+/// [`NOT_IN_INODE`] between inodes. LRU, so exited threads' entries make room. Used where task
+/// storage is not ([`FLUSHER_TASK`]).
 #[map]
 static FLUSHER_INODE: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 0);
 
-/// The per-folio pass each thread is in, by thread id.
+task_storage! {
+    /// [`FLUSHER_INODE`]'s state of each thread, in task storage where the kernel allows it
+    /// (created zero, [`NOT_IN_INODE`]).
+    static FLUSHER_TASK: FlusherTaskDef<u32>;
+}
+
+/// The thread's flusher-inode state ([`FLUSHER_TASK`] or [`FLUSHER_INODE`]), created as
+/// [`NOT_IN_INODE`] with `create`.
+#[inline(always)]
+fn flusher_state(tid: u32, create: bool) -> Option<*mut u32> {
+    if task_storage::available() {
+        return task_storage::get(&FLUSHER_TASK, 0, create);
+    }
+    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) {
+        return Some(state);
+    }
+    if !create {
+        return None;
+    }
+    let _ = FLUSHER_INODE.insert(&tid, &NOT_IN_INODE, 0);
+    FLUSHER_INODE.get_ptr_mut(&tid)
+}
+
+/// The per-folio pass each thread is in, by thread id (where task storage is not).
 #[map]
 static PASSES: LruHashMap<u32, PassState> = LruHashMap::with_max_entries(16384, 0);
+
+task_storage! {
+    /// The per-folio pass of each thread, in task storage where the kernel allows it; `wbc == 0`:
+    /// none.
+    static PASS_TASK: PassTaskDef<PassState>;
+}
+
+/// The thread's current per-folio pass, if any.
+#[inline(always)]
+fn pass_state(tid: u32) -> Option<*mut PassState> {
+    if task_storage::available() {
+        let v: *mut PassState = task_storage::get(&PASS_TASK, 0, false)?;
+        // SAFETY: a task storage value pointer, valid for this program run.
+        return (unsafe { (*v).wbc } != 0).then_some(v);
+    }
+    PASSES.get_ptr_mut(&tid)
+}
+
+/// The thread starts the per-folio pass `state`.
+#[inline(always)]
+fn start_pass(tid: u32, state: &PassState) {
+    if task_storage::available() {
+        if let Some(v) = task_storage::get::<_, PassState>(&PASS_TASK, 0, true) {
+            // SAFETY: a task storage value pointer, valid for this program run; only this
+            // thread touches its own value.
+            unsafe { *v = *state };
+        }
+    } else {
+        let _ = PASSES.insert(&tid, state, 0);
+    }
+}
 
 /// [`FLUSHER_INODE`] values. An entry outlives the inode (it is reused by the thread's next
 /// one), so "not in an inode" is a value too.
@@ -119,13 +175,10 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     let tid = tid();
     // A kworker writes inode after inode: its entry is reused in place rather than inserted
     // (a hash update allocates) and deleted each time.
-    match FLUSHER_INODE.get_ptr_mut(&tid) {
-        // SAFETY: a value pointer of this map, valid for this program run; only this thread
-        // writes its own entry.
-        Some(state) => unsafe { *state = IN_INODE },
-        None => {
-            let _ = FLUSHER_INODE.insert(&tid, &IN_INODE, 0);
-        }
+    if let Some(state) = flusher_state(tid, true) {
+        // SAFETY: a map or task storage value pointer, valid for this program run; only this
+        // thread writes its own entry.
+        unsafe { *state = IN_INODE };
     }
     0
 }
@@ -135,7 +188,7 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
 #[btf_tracepoint(function = "writeback_single_inode")]
 pub fn writeback_single_inode(_ctx: BtfTracePointContext) -> u32 {
     let tid = tid();
-    let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid) else {
+    let Some(state) = flusher_state(tid, false) else {
         return 0;
     };
     // SAFETY: a value pointer of this map, valid for this program run; only this thread
@@ -214,9 +267,9 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let size = folio_pages(folio, &l);
     let tid = tid();
-    if let Some(state) = PASSES.get_ptr_mut(&tid) {
-        // SAFETY: a value pointer of this map, valid for this program run; only this thread
-        // touches its own entry.
+    if let Some(state) = pass_state(tid) {
+        // SAFETY: a map or task storage value pointer, valid for this program run; only this
+        // thread touches its own entry.
         let state = unsafe { &mut *state };
         if state.wbc == wbc && state.mapping == mapping && nr_to_write <= state.last_nr_to_write {
             let pages = match size {
@@ -247,7 +300,7 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
         last_nr_to_write: nr_to_write,
         key,
     };
-    let _ = PASSES.insert(&tid, &state, 0);
+    start_pass(tid, &state);
     add(&key, 1, size.unwrap_or(1));
     Some(())
 }
@@ -285,7 +338,14 @@ fn folio_pages(folio: u64, l: &WbcLayout) -> Option<u64> {
 /// same stack address is not merged into it. Threads that opened none skip the delete.
 #[inline(always)]
 pub(crate) fn end_pass(tid: u32) {
-    let _ = PASSES.remove(&tid);
+    if task_storage::available() {
+        if let Some(v) = task_storage::get::<_, PassState>(&PASS_TASK, 0, false) {
+            // SAFETY: a task storage value pointer, valid for this program run.
+            unsafe { (*v).wbc = 0 };
+        }
+    } else {
+        let _ = PASSES.remove(&tid);
+    }
 }
 
 #[inline(always)]
@@ -297,7 +357,7 @@ fn tid() -> u32 {
 /// inode is marked as having a per-folio pass, which its end then forgets.
 #[inline(always)]
 fn caller(tid: u32, opens_pass: bool) -> WbCaller {
-    if let Some(call) = SYNC_INFLIGHT.get_ptr_mut(&tid) {
+    if let Some(call) = inflight::current(tid) {
         // SAFETY: a value pointer of this map, valid for this program run; only this thread
         // writes its own entry.
         let call = unsafe { &mut *call };
@@ -306,8 +366,8 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         }
         return WbCaller::for_raw_syscall(call.start.syscall);
     }
-    if let Some(state) = FLUSHER_INODE.get_ptr_mut(&tid)
-        // SAFETY: a value pointer of this map, valid for this program run.
+    if let Some(state) = flusher_state(tid, false)
+        // SAFETY: a map or task storage value pointer, valid for this program run.
         && unsafe { *state } != NOT_IN_INODE
     {
         if opens_pass {

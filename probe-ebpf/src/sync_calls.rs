@@ -7,15 +7,15 @@
 //! from the task's fd table, since by exit the fd may already be closed. sync(2) has no device
 //! (`all`); msync's device is filled in by the filesystem's fsync event (see `msync_dev`).
 //!
-//! The in-flight entry per thread id is also the "inside sync call X" marker that the writeback
-//! submission probes (`submissions`) read to attribute writepages passes to their caller, and it
-//! carries the call's stall-event breakdown (`stall_events`).
+//! The in-flight call per thread (`inflight`) is also the "inside sync call X" marker that the
+//! writeback submission probes (`submissions`) read to attribute writepages passes to their
+//! caller, and it carries the call's stall-event breakdown (`stall_events`).
 
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::{LruHashMap, PerCpuHashMap},
+    maps::PerCpuHashMap,
     programs::TracePointContext,
 };
 use probe_common::{
@@ -54,13 +54,6 @@ static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     offset: 0,
     _reserved: 0,
 });
-
-/// Calls in flight by thread id, with their stall-breakdown accumulators (one entry, so enter
-/// does one insert and exit one lookup and one delete). LRU so that enters whose exit we never
-/// see (attach races, a thread killed in the call) cannot fill the map.
-#[map]
-pub(crate) static SYNC_INFLIGHT: LruHashMap<u32, InflightSync> =
-    LruHashMap::with_max_entries(16384, 0);
 
 /// Latency histograms by (call, device) for block devices (and sync(2), and unknown devices).
 /// Feeds `wbscope_sync_call_duration_seconds`. The daemon sizes it from the host's block devices.
@@ -237,19 +230,15 @@ fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
         pass_open: 0,
         _reserved: 0,
     };
-    let _ = SYNC_INFLIGHT.insert(&tid, &call, 0);
+    crate::inflight::begin(tid, &call);
 }
 
 #[inline(always)]
 fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(entry) = SYNC_INFLIGHT.get_ptr(&tid) else {
+    let Some(call) = crate::inflight::take(tid) else {
         return;
     };
-    // SAFETY: a value pointer of this map, valid for this program run; copied out before the
-    // entry is removed.
-    let call = unsafe { *entry };
-    let _ = SYNC_INFLIGHT.remove(&tid);
     if call.pass_open != 0 {
         crate::submissions::end_pass(tid);
     }

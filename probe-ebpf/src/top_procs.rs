@@ -3,32 +3,30 @@
 //! i.e. once per operation that is already being timed; never read in the kernel.
 //!
 //! The map is an LRU hash keyed by tgid, so a host with many short-lived processes cannot fill
-//! it: the least recently active process is forgotten first. Threads of one process on
-//! different CPUs update one entry, hence the atomic adds.
-
-use core::intrinsics::{AtomicOrdering, atomic_xadd};
+//! it: the least recently active process is forgotten first. Its values are per CPU (the daemon
+//! adds them up), so threads of one process on different CPUs never write one cache line: plain
+//! adds, no atomics.
 
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::map,
-    maps::LruHashMap,
+    maps::LruPerCpuHashMap,
 };
 use probe_common::top::{ProcStats, TOP_PROCESSES_MAX};
 
 /// Totals by tgid. Read by the daemon for `GET /top/processes`.
 #[map]
-static TOP_PROCESSES: LruHashMap<u32, ProcStats> =
-    LruHashMap::with_max_entries(TOP_PROCESSES_MAX, 0);
+static TOP_PROCESSES: LruPerCpuHashMap<u32, ProcStats> =
+    LruPerCpuHashMap::with_max_entries(TOP_PROCESSES_MAX, 0);
 
 /// The current process spent `ns` in a sync call that just returned.
 #[inline(always)]
 pub fn add_sync(ns: u64) {
     if let Some(p) = entry() {
-        // SAFETY: map value pointer, 8-byte aligned, valid for this program run; the counters
-        // are only changed with atomic adds.
+        // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
         unsafe {
-            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*p).sync_call_ns, ns);
-            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*p).sync_calls, 1);
+            (*p).sync_call_ns += ns;
+            (*p).sync_calls += 1;
         }
     }
 }
@@ -38,9 +36,7 @@ pub fn add_sync(ns: u64) {
 pub fn add_throttle(ns: u64) {
     if let Some(p) = entry() {
         // SAFETY: as in `add_sync`.
-        unsafe {
-            atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*p).throttle_ns, ns)
-        };
+        unsafe { (*p).throttle_ns += ns };
     }
 }
 
@@ -50,8 +46,7 @@ fn entry() -> Option<*mut ProcStats> {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let comm = bpf_get_current_comm().unwrap_or([0; 16]);
     if let Some(p) = TOP_PROCESSES.get_ptr_mut(&tgid) {
-        // SAFETY: map value pointer, valid for this program run. A racing writer can at worst
-        // leave another thread's name, which is as good.
+        // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
         unsafe { (*p).comm = comm };
         return Some(p);
     }
@@ -61,7 +56,8 @@ fn entry() -> Option<*mut ProcStats> {
         sync_calls: 0,
         comm,
     };
-    // BPF_NOEXIST: a thread of the same process that inserted first keeps its entry.
+    // BPF_NOEXIST: a thread of the same process that inserted first (on another CPU) keeps its
+    // entry; this CPU's value of it is zero then, and is the one returned.
     let _ = TOP_PROCESSES.insert(&tgid, &fresh, 1);
     TOP_PROCESSES.get_ptr_mut(&tgid)
 }

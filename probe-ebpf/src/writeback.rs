@@ -4,7 +4,8 @@
 //! `writeback_queue`, `writeback_exec`, `writeback_start`, `writeback_written`, plus
 //! `writeback_pages_written(long pages)` at the end of each `wb_do_writeback` pass.
 //!
-//! A work item's life, tracked per flusher thread id (a flusher runs one item at a time):
+//! A work item's life, tracked per flusher thread (a flusher runs one item at a time; in task
+//! storage where the kernel allows it, else by thread id):
 //! `exec` (queued items only) → `start`/`written` per `wb_writeback` iteration → next item or
 //! `pages_written`. On-stack items (periodic, background, sync's start-all) have no `exec`, and
 //! consecutive ones may even share a stack address, so an item also ends when `start` shows
@@ -25,16 +26,35 @@ use probe_common::writeback::{BDI_NAME_LEN, FlusherItem, WbKey, WbStats};
 use crate::{
     globals::WB_WORK_FMT,
     hist::{record, value_or_insert},
+    task_storage::{self, task_storage},
 };
 
 /// Aggregates by (bdi, sync mode, reason). Feeds the `wbscope_writeback_*` work metrics.
 #[map]
 static WB_WORK_STATS: PerCpuHashMap<WbKey, WbStats> = PerCpuHashMap::with_max_entries(1024, 0);
 
-/// The item each flusher thread is executing. LRU: flusher threads come and go with devices.
+/// The item each flusher thread is executing, where task storage is not. LRU: flusher threads
+/// come and go with devices.
 #[map]
-pub(crate) static FLUSHER_ITEMS: LruHashMap<u32, FlusherItem> =
-    LruHashMap::with_max_entries(4096, 0);
+static FLUSHER_ITEMS: LruHashMap<u32, FlusherItem> = LruHashMap::with_max_entries(4096, 0);
+
+task_storage! {
+    /// The item each flusher thread is executing, in its task storage where the kernel allows
+    /// it (`open == 0`: none); no insert or delete per item.
+    static FLUSHER_ITEM_TASK: FlusherItemTaskDef<FlusherItem>;
+}
+
+/// The open item of flusher thread `tid` (the current thread); also read by the device-write
+/// attribution of the flusher's bios.
+#[inline(always)]
+pub(crate) fn open_item_of(tid: u32) -> Option<*mut FlusherItem> {
+    if task_storage::available() {
+        let v: *mut FlusherItem = task_storage::get(&FLUSHER_ITEM_TASK, 0, false)?;
+        // SAFETY: a task storage value pointer, valid for this program run.
+        return (unsafe { (*v).open } != 0).then_some(v);
+    }
+    FLUSHER_ITEMS.get_ptr_mut(&tid)
+}
 
 /// The fields of one `writeback_work_class` record that wbscope uses.
 struct WorkRecord {
@@ -130,11 +150,18 @@ fn flusher_tid() -> u32 {
 /// Ends the item the flusher `tid` was executing: counts it and records its duration.
 #[inline(always)]
 fn finish_item(tid: u32) {
-    // SAFETY: copied out immediately; removed right after.
-    let Some(item) = (unsafe { FLUSHER_ITEMS.get(&tid) }).copied() else {
+    let Some(p) = open_item_of(tid) else {
         return;
     };
-    let _ = FLUSHER_ITEMS.remove(&tid);
+    // SAFETY: a map or task storage value pointer, valid for this program run; copied out
+    // before the item is closed.
+    let item = unsafe { *p };
+    if task_storage::available() {
+        // SAFETY: as above.
+        unsafe { (*p).open = 0 };
+    } else {
+        let _ = FLUSHER_ITEMS.remove(&tid);
+    }
     crate::work_queuers::finished(tid);
     if item.started == 0 || item.t_last_written < item.t_first_start {
         return;
@@ -156,8 +183,18 @@ fn open_item(tid: u32, w: &WorkRecord) {
         t_first_start: 0,
         t_last_written: 0,
         iteration_nr_pages: 0,
+        open: 1,
+        _reserved: 0,
     };
-    let _ = FLUSHER_ITEMS.insert(&tid, &item, 0);
+    if task_storage::available() {
+        if let Some(v) = task_storage::get::<_, FlusherItem>(&FLUSHER_ITEM_TASK, 0, true) {
+            // SAFETY: a task storage value pointer, valid for this program run; only this
+            // flusher thread touches its own value.
+            unsafe { *v = item };
+        }
+    } else {
+        let _ = FLUSHER_ITEMS.insert(&tid, &item, 0);
+    }
     crate::work_queuers::executing(tid, &w.key, w.sb_dev, w.kind_bits);
 }
 
@@ -193,8 +230,8 @@ pub fn writeback_start(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let tid = flusher_tid();
-    let matches = match FLUSHER_ITEMS.get_ptr(&tid) {
-        // SAFETY: map value pointer, valid for this program run.
+    let matches = match open_item_of(tid) {
+        // SAFETY: map or task storage value pointer, valid for this program run.
         Some(item) => same_work(unsafe { &*item }, &w),
         None => false,
     };
@@ -202,11 +239,11 @@ pub fn writeback_start(ctx: TracePointContext) -> u32 {
         finish_item(tid);
         open_item(tid, &w);
     }
-    let Some(item) = FLUSHER_ITEMS.get_ptr_mut(&tid) else {
+    let Some(item) = open_item_of(tid) else {
         return 0;
     };
-    // SAFETY: map value pointer, valid for this program run; only this flusher thread touches
-    // its own entry.
+    // SAFETY: map or task storage value pointer, valid for this program run; only this flusher
+    // thread touches its own entry.
     let item = unsafe { &mut *item };
     let t = now();
     if item.started == 0 {
@@ -224,7 +261,7 @@ pub fn writeback_written(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let tid = flusher_tid();
-    let Some(item) = FLUSHER_ITEMS.get_ptr_mut(&tid) else {
+    let Some(item) = open_item_of(tid) else {
         return 0;
     };
     // SAFETY: as in writeback_start.

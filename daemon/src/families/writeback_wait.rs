@@ -88,6 +88,8 @@ fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState)
         task_pid: member_offset(btf, "task_struct", "pid", 4)?,
         task_uninterruptible: task_state.uninterruptible,
         resolved: 1,
+        task_bpf_storage: member_offset(btf, "task_struct", "bpf_storage", 8).unwrap_or(0),
+        _reserved: 0,
     };
     Ok((layout, task_state))
 }

@@ -9,22 +9,40 @@ use super::{LayoutError, btf::Btf, layout::member_offset};
 /// knows a helper exactly when its BTF has the enumerator.
 const TASK_BTF_HELPER: &str = "BPF_FUNC_get_current_task_btf";
 
+/// The task storage helper (5.11, for BPF LSM programs only).
+const TASK_STORAGE_HELPER: &str = "BPF_FUNC_task_storage_get";
+/// A helper of the release (5.13) in which tracing programs may use task storage too: the
+/// kernel has no BTF mark of that permission itself.
+const TRACING_TASK_STORAGE_MARK: &str = "BPF_FUNC_for_each_map_elem";
+
 /// Whether the current task can be BTF-typed (`bpf_get_current_task_btf`), else it is read
-/// with `bpf_probe_read_kernel`.
+/// with `bpf_probe_read_kernel`; and whether per-thread state can live in task storage.
 pub fn current_task(btf: &Btf) -> CurrentTask {
+    let has = |helper| btf.enum_value("bpf_func_id", helper).is_ok();
+    let btf_typed = has(TASK_BTF_HELPER);
     CurrentTask {
-        btf_typed: u32::from(btf.enum_value("bpf_func_id", TASK_BTF_HELPER).is_ok()),
+        btf_typed: u32::from(btf_typed),
+        task_storage: u32::from(
+            btf_typed && has(TASK_STORAGE_HELPER) && has(TRACING_TASK_STORAGE_MARK),
+        ),
     }
 }
 
-/// One line for `wbscope check`.
-pub fn describe_current_task(task: CurrentTask) -> &'static str {
-    if task.btf_typed != 0 {
+/// Lines for `wbscope check`.
+pub fn describe_current_task(task: CurrentTask) -> String {
+    let current = if task.btf_typed != 0 {
         "current task: bpf_get_current_task_btf (typed loads)"
     } else {
         "current task: bpf_get_current_task + bpf_probe_read_kernel (this kernel has no \
          bpf_get_current_task_btf, 5.11+)"
-    }
+    };
+    let state = if task.task_storage != 0 {
+        "per-thread state (sync calls in flight, writeback waits): BPF task storage"
+    } else {
+        "per-thread state (sync calls in flight, writeback waits): hashes by thread id (no task \
+         storage for tracing programs before 5.13)"
+    };
+    format!("{current}\n{state}")
 }
 
 /// Where `tp_btf/sched_switch` finds the previous task's state: its `prev_state` argument
@@ -104,5 +122,10 @@ mod tests {
         if major_minor >= vec![5, 11] {
             assert_eq!(current_task(&btf).btf_typed, 1, "{release}");
         }
+        assert_eq!(
+            current_task(&btf).task_storage,
+            u32::from(major_minor >= vec![5, 13]),
+            "{release}"
+        );
     }
 }

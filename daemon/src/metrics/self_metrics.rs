@@ -34,7 +34,7 @@ const FAMILIES: &[(&str, &str)] = &[
     ),
     (
         "wbscope_bpf_program_run_seconds_total",
-        "Time the kernel spent running the program (BPF run-time stats, enabled while wbscope runs).",
+        "Time the kernel spent running the program (BPF run-time stats: 0 unless `[metrics] bpf_stats = true` or kernel.bpf_stats_enabled = 1).",
     ),
     (
         "wbscope_bpf_program_runs_total",

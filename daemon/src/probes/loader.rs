@@ -47,6 +47,8 @@ pub type AyaBtfResult = Result<AyaBtf, AttachError>;
 pub enum LoadError {
     #[error("loading the eBPF object (maps and globals) failed")]
     Object(#[from] aya::EbpfError),
+    #[error(transparent)]
+    TaskStorage(#[from] super::task_storage::RewriteError),
 }
 
 /// What happened to one probe.
@@ -150,6 +152,8 @@ pub fn load_and_attach(
         ))
     };
     let mut loader = EbpfLoader::new();
+    // aya has no user-space type for task storage maps; only the programs use them.
+    loader.allow_unsupported_maps();
     if let Ok(btf) = &aya_btf {
         loader.btf(btf);
     }
@@ -162,7 +166,20 @@ pub fn load_and_attach(
         family.set_globals(&mut loader);
     }
     let map_sizes = super::map_sizes::apply(&mut loader);
-    let mut ebpf = loader.load(object)?;
+    // Per-thread state: task storage, or thread-id hashes where tracing programs lack it. Each
+    // side's unused maps get one entry.
+    let object = if current_task.task_storage != 0 {
+        for map in FALLBACK_HASHES {
+            loader.map_max_entries(map, 1);
+        }
+        std::borrow::Cow::Borrowed(object)
+    } else {
+        for map in super::task_storage::MAPS {
+            loader.map_max_entries(map, 1);
+        }
+        super::task_storage::as_hashes(object)?
+    };
+    let mut ebpf = loader.load(&object)?;
 
     let reports = plans
         .into_iter()
@@ -187,6 +204,15 @@ pub fn load_and_attach(
         map_sizes,
     })
 }
+
+/// The thread-id-keyed hashes that hold per-thread state where task storage is unavailable.
+const FALLBACK_HASHES: [&str; 5] = [
+    "SYNC_INFLIGHT",
+    "FOLIO_WAITS",
+    "FLUSHER_INODE",
+    "PASSES",
+    "FLUSHER_ITEMS",
+];
 
 /// Why the hook itself is missing on this kernel, if it is.
 fn hook_gap(spec: &ProbeSpec, kernel: &KernelInfo) -> Option<String> {

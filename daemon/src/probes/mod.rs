@@ -7,6 +7,7 @@ pub mod loader;
 pub mod map_sizes;
 #[cfg(test)]
 mod object_names;
+pub mod task_storage;
 
 pub use catalog::{Hook, ProbeSpec};
 pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};

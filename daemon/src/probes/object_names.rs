@@ -31,7 +31,8 @@ fn defined(elf: &[u8]) -> Defined {
             .expect("a symbol's section exists");
         let section_name = section.name().unwrap_or_default();
         match symbol.kind() {
-            SymbolKind::Data if section_name == "maps" => {
+            // Legacy map definitions in `maps`, BTF-defined ones (task storage) in `.maps`.
+            SymbolKind::Data if section_name == "maps" || section_name == ".maps" => {
                 defined.maps.insert(name.to_owned());
             }
             // Rust's own constants (string literals, tables) are `anon.*` symbols in .rodata;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use aya::{
     Ebpf,
-    maps::{HashMap, MapData},
+    maps::{MapData, PerCpuHashMap},
 };
 use probe_common::top::{ProcStats, names};
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,29 @@ pub struct ProcRow {
 }
 
 impl ProcRow {
+    /// The process's row from its per-CPU values: totals added up, the name from the CPU whose
+    /// value saw the most sync calls and pauses (any CPU's name is one of its threads').
+    fn from_cpus(tgid: u32, cpus: &[ProcStats]) -> ProcRow {
+        let mut total = ProcStats {
+            sync_call_ns: 0,
+            throttle_ns: 0,
+            sync_calls: 0,
+            comm: [0; 16],
+        };
+        let mut busiest = 0;
+        for s in cpus.iter() {
+            total.sync_call_ns += s.sync_call_ns;
+            total.throttle_ns += s.throttle_ns;
+            total.sync_calls += s.sync_calls;
+            let work = s.sync_call_ns + s.throttle_ns;
+            if s.comm[0] != 0 && (total.comm[0] == 0 || work > busiest) {
+                total.comm = s.comm;
+                busiest = work;
+            }
+        }
+        ProcRow::from_stats(tgid, &total)
+    }
+
     fn from_stats(tgid: u32, s: &ProcStats) -> ProcRow {
         ProcRow {
             tgid,
@@ -51,7 +74,7 @@ pub struct ProcessesBody {
 
 /// The kernel table, taken out of the loaded object.
 pub struct ProcessTable {
-    map: Option<HashMap<MapData, u32, ProcStats>>,
+    map: Option<PerCpuHashMap<MapData, u32, ProcStats>>,
     errors: MapErrors,
 }
 
@@ -60,7 +83,7 @@ impl ProcessTable {
     pub fn take(ebpf: &mut Ebpf, errors: MapErrors) -> ProcessTable {
         let map = ebpf
             .take_map(names::TOP_PROCESSES)
-            .and_then(|m| HashMap::try_from(m).ok());
+            .and_then(|m| PerCpuHashMap::try_from(m).ok());
         if map.is_none() {
             tracing::warn!(
                 "map {} missing: wbscope top shows no processes",
@@ -80,7 +103,7 @@ impl ProcessTable {
         let mut rows = Vec::new();
         for item in map.iter() {
             match item {
-                Ok((tgid, stats)) => rows.push(ProcRow::from_stats(tgid, &stats)),
+                Ok((tgid, cpus)) => rows.push(ProcRow::from_cpus(tgid, &cpus)),
                 Err(_) => self.errors.count(names::TOP_PROCESSES),
             }
         }
@@ -128,5 +151,26 @@ mod tests {
         .unwrap();
         let back: ProcessesBody = serde_json::from_str(&json).unwrap();
         assert_eq!(back.processes, vec![row]);
+    }
+
+    #[test]
+    fn cpus_are_added_up_and_named_by_the_busiest() {
+        let cpu = |ns: u64, calls: u64, name: &[u8]| {
+            let mut comm = [0u8; 16];
+            comm[..name.len()].copy_from_slice(name);
+            ProcStats {
+                sync_call_ns: ns,
+                throttle_ns: 1,
+                sync_calls: calls,
+                comm,
+            }
+        };
+        let cpus = [cpu(5, 1, b"worker"), cpu(0, 0, b""), cpu(90, 3, b"main")];
+        let row = ProcRow::from_cpus(7, &cpus);
+        assert_eq!(
+            (row.sync_call_ns, row.throttle_ns, row.sync_calls),
+            (95, 3, 4)
+        );
+        assert_eq!(row.comm, "main");
     }
 }

@@ -26,6 +26,7 @@ impl TestDaemon {
             // independent tracer. The default's coarser buckets are counted in series_budget.
             metrics: wbscope::config::MetricsConfig {
                 detail: wbscope::config::Detail::Full,
+                ..Default::default()
             },
             ..Config::default()
         })

@@ -58,15 +58,24 @@ fn xfs_fsync_writes_the_log() {
     commits_are_timed(FsKind::Xfs, "xfs");
 }
 
-/// The loop filesystem appears in the join table with its mount point and type, and the
-/// programs that ran report run-time stats.
+/// The loop filesystem appears in the join table with its mount point and type, and with
+/// `[metrics] bpf_stats = true` the programs that ran report run-time stats.
 #[test]
 #[ignore = "needs root and BPF: run with cargo xtask test"]
 fn filesystem_info_and_program_run_time() {
     let loopfs = LoopFs::new(FsKind::Ext4, 64).expect("loop filesystem");
     let device = loopfs.loop_name().to_owned();
     let mountpoint = loopfs.mountpoint().to_string_lossy().into_owned();
-    let daemon = TestDaemon::start();
+    // Run-time stats are opt-in (they are host-wide): this test turns them on.
+    let daemon = TestDaemon::start_with(wbscope::Config {
+        listen: "127.0.0.1:0".parse().expect("loopback address"),
+        ignore_own_io: false,
+        metrics: wbscope::config::MetricsConfig {
+            bpf_stats: true,
+            ..Default::default()
+        },
+        ..wbscope::Config::default()
+    });
     let before = daemon.scrape();
     for i in 0..10 {
         workload::write_and_fsync(&loopfs.mountpoint().join(format!("s{i}")), 4096)

@@ -48,7 +48,8 @@ pub fn bpf_cpu(s: Scope) -> Panel {
         "Share of one CPU spent running each BPF program, from the kernel's BPF run-time \
          statistics. This is what observing costs; block and writeback submission programs \
          scale with the I/O rate. Over a few percent of a CPU, consider disabling a probe \
-         family in the configuration.",
+         family in the configuration. Empty unless `[metrics] bpf_stats = true` (off by \
+         default: the kernel's switch is host-wide and costs every BPF program).",
         vec![Query::new(
             format!(
                 "sum by ({}) (rate(wbscope_bpf_program_run_seconds_total{{{}}}[{RATE}]))",
@@ -68,7 +69,7 @@ pub fn bpf_per_run(s: Scope) -> Panel {
         "s",
         "Mean time of one run of each BPF program (programs that did not run are left out). A \
          hot-path program (block requests, writepages) that grows beyond a few microseconds \
-         adds that much to every I/O.",
+         adds that much to every I/O. Empty unless `[metrics] bpf_stats = true`.",
         vec![Query::new(
             format!(
                 "rate(wbscope_bpf_program_run_seconds_total{{{h}}}[{RATE}]) \

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::bpfstats::Counters;
+use super::bpfstats::{Counters, StatsEnabled};
 use super::daemon::Daemon;
 use super::report::Section;
 use super::stats::{fmt_ns, fmt_ratio, ratio, sig3};
@@ -101,7 +101,11 @@ pub fn measure_wbscope(ctx: &Ctx) -> Result<Vec<Cost>> {
     let daemon = Daemon::start(&ctx.binary, &ctx.log_path("daemon-cost.log"))?;
     let costs = Workload::ALL
         .into_iter()
-        .map(|w| measure(ctx, "wbscope", w, || daemon.program_stats()))
+        .map(|w| {
+            // The daemon leaves the stats off by default: on only while a workload runs.
+            let _stats = StatsEnabled::on()?;
+            measure(ctx, "wbscope", w, || daemon.program_stats())
+        })
         .collect::<Result<Vec<_>>>()?;
     daemon.stop()?;
     Ok(costs)

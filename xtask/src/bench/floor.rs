@@ -54,12 +54,17 @@ fn event_of(key: &str) -> &str {
     key.split([' ', '#']).next().unwrap_or(key)
 }
 
-/// wbscope's BPF time per fio operation counting only its programs on the events `tool`'s
+/// wbscope's BPF time per operation of `workload` counting only its programs on the events `tool`'s
 /// programs also hook (classic or BTF flavour alike): the like-for-like comparison, since
 /// wbscope hooks many events the alternatives do not.
-pub fn same_hooks_per_op(costs: &[Cost], probes: &[Probe], tool: &str) -> Option<f64> {
-    let theirs = cost(costs, tool, Workload::Fio)?;
-    let ours = cost(costs, "wbscope", Workload::Fio)?;
+pub fn same_hooks_per_op(
+    costs: &[Cost],
+    probes: &[Probe],
+    tool: &str,
+    workload: Workload,
+) -> Option<f64> {
+    let theirs = cost(costs, tool, workload)?;
+    let ours = cost(costs, "wbscope", workload)?;
     let events: Vec<&str> = theirs
         .programs
         .iter()

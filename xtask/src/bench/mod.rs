@@ -218,7 +218,11 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
     }
     sections.push(ab::section(&ab_results));
 
-    let result = syscall::run(ctx, probes).map(|c| syscall::section(&c, probes));
+    let syscall_cost = syscall::run(ctx, probes);
+    let result = match &syscall_cost {
+        Ok(c) => Ok(syscall::section(c, probes)),
+        Err(e) => Err(anyhow::anyhow!("{e:#}")),
+    };
     sections.push(keep("syscall", "Syscall tracepoint cost", result));
 
     let own_cost = daemon_cost::run(ctx);
@@ -234,6 +238,7 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
         costs: &costs,
         ab: &ab_results,
         daemon: own_cost.as_ref().ok(),
+        syscall: syscall_cost.as_ref().ok(),
         probes,
     };
     report.sections.push(targets::section(&inputs));
@@ -245,11 +250,12 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
 fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
     let mut rows: Vec<String> = [
         "per-op",
-        "vs-bpftrace",
         "vs-biolatency",
         "hot-hooks",
+        "buffered-vs-biolatency",
         "ab-fio",
         "ab-buffered",
+        "syscall-tax",
         "rss",
         "idle-cpu",
         "scrape-p99",

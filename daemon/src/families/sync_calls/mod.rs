@@ -144,9 +144,13 @@ impl Family for SyncCalls {
             (_, Some(Ok(_))) => "xfs only".to_owned(),
             _ => "none (device unknown)".to_owned(),
         };
-        vec![format!(
-            "msync(MS_SYNC) device from filesystem fsync events: {msync}"
-        )]
+        vec![
+            format!("msync(MS_SYNC) device from filesystem fsync events: {msync}"),
+            // Said so that an operator knows what attaching costs the rest of the host.
+            "sync calls: syscalls: tracepoints (no fentry/fexit path yet): while any is \
+             attached, every system call on the host takes the tracepoint slow path"
+                .to_owned(),
+        ]
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
