@@ -159,8 +159,10 @@ impl Daemon {
             history,
         )
         .await?;
-        let processes =
-            crate::top::procs::ProcessTable::take(&mut loaded.ebpf, ctx.map_errors.clone());
+        let processes = crate::families::top_processes::ProcessTable::take(
+            &mut loaded.ebpf,
+            ctx.map_errors.clone(),
+        );
         registry.register(Box::new(
             crate::metrics::map_overflow::OverflowCollector::take(
                 &mut loaded.ebpf,

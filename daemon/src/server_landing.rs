@@ -33,8 +33,8 @@ pub const STALLS: Endpoint = Endpoint {
 
 /// `/top/processes`, the per-process table of `wbscope top`.
 pub const PROCESSES: Endpoint = Endpoint {
-    path: crate::top::procs::PATH,
-    link: crate::top::procs::PATH,
+    path: crate::families::top_processes::PATH,
+    link: crate::families::top_processes::PATH,
     what: "processes by time spent in sync calls, dirty throttling and writeback waits, as JSON \
            (what wbscope top shows)",
 };

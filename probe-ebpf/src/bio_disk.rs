@@ -5,7 +5,7 @@
 use aya_ebpf::Global;
 use probe_common::bio_disk::BioDiskLayout;
 
-use crate::{btf_load::load, fd_dev::read};
+use crate::btf_load::{load, read};
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]

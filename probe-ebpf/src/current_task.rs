@@ -9,7 +9,7 @@
 use aya_ebpf::{Global, helpers::generated};
 use probe_common::task::CurrentTask;
 
-use crate::{btf_load::load, fd_dev::read};
+use crate::btf_load::{load, read};
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
@@ -43,7 +43,7 @@ pub fn member<T>(offset: u32) -> Option<T> {
 }
 
 /// Whether members of the current task, and the typed pointers loaded from it, may be read
-/// with plain loads (`btf_load`); otherwise every read goes through `fd_dev::read`.
+/// with plain loads (`btf_load`); otherwise every read goes through `btf_load::read`.
 #[inline(always)]
 pub fn typed() -> bool {
     CURRENT_TASK.load().btf_typed != 0

@@ -8,26 +8,17 @@
 //! kernel has one (`current_task`); the rest are `bpf_probe_read_kernel`, so a racing close()
 //! yields 0 ("unknown"), never a fault.
 
-use aya_ebpf::helpers::bpf_probe_read_kernel;
 use probe_common::layout::FdDevLayout;
 
-use crate::{btf_load::load, current_task, globals::FD_DEV_LAYOUT};
+use crate::{
+    btf_load::{load, read},
+    current_task,
+    globals::FD_DEV_LAYOUT,
+};
 
 /// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
 const S_IFMT: u16 = 0o170000;
 const S_IFBLK: u16 = 0o060000;
-
-/// Reads a `T` at a kernel address (a number: pointer arithmetic on typed tp_btf pointers is
-/// rejected by the verifier); `None` for a null or unreadable address.
-#[inline(always)]
-pub fn read<T>(addr: u64) -> Option<T> {
-    if addr == 0 {
-        return None;
-    }
-    // SAFETY: bpf_probe_read_kernel copies from an arbitrary kernel address into a stack value
-    // and returns an error instead of faulting on a bad address.
-    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
-}
 
 /// The address of the inode behind `fd` of the current task, if it can be read. The task's
 /// file table is reached by plain loads through the BTF-typed current task where the kernel

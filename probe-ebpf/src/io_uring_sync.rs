@@ -24,9 +24,7 @@ use probe_common::{
 };
 
 use crate::{
-    fd_dev::{dev_of_file, read},
-    globals::is_ignored_tgid,
-    sync_calls::record_latency,
+    btf_load::read, fd_dev::dev_of_file, globals::is_ignored_tgid, sync_calls::record_latency,
 };
 
 // `#[used]`: never merged with a promoted constant (see `globals`).

@@ -26,7 +26,7 @@ use probe_common::{
 };
 
 use crate::{
-    fd_dev,
+    btf_load,
     hist::{record, value_or_insert},
 };
 
@@ -72,9 +72,9 @@ fn jbd2_commit(ctx: &BtfTracePointContext) -> Option<(u32, u32)> {
     // `(journal_t *journal, transaction_t *commit_transaction)`, checked by the daemon.
     let journal: u64 = ctx.arg(0);
     let transaction: u64 = ctx.arg(1);
-    let bdev: u64 = fd_dev::read(journal + f.journal_j_fs_dev as u64)?;
-    let dev: u32 = fd_dev::read(bdev + f.bdev_bd_dev as u64)?;
-    let tid: u32 = fd_dev::read(transaction + f.transaction_t_tid as u64)?;
+    let bdev: u64 = btf_load::read(journal + f.journal_j_fs_dev as u64)?;
+    let dev: u32 = btf_load::read(bdev + f.bdev_bd_dev as u64)?;
+    let tid: u32 = btf_load::read(transaction + f.transaction_t_tid as u64)?;
     Some((dev, tid))
 }
 

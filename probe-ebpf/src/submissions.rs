@@ -41,9 +41,9 @@ use probe_common::submission::{
 };
 
 use crate::{
-    btf_load::load,
+    btf_load::{load, read},
     current_task,
-    fd_dev::{dev_of_inode, read},
+    fd_dev::dev_of_inode,
     hist::value_or_insert,
     inflight,
     task_storage::{self, task_storage},

@@ -18,6 +18,7 @@ pub mod nfs;
 pub mod stall_events;
 pub mod submissions;
 pub mod sync_calls;
+pub mod top_processes;
 pub mod writeback;
 pub mod writeback_wait;
 

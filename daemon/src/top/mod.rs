@@ -3,15 +3,14 @@
 //! sync calls or dirty throttling, and the latest stalls.
 //!
 //! It reads a daemon's HTTP endpoints (the host's daemon by default, else one started in this
-//! process), so the same code path serves both cases. `procs` is the daemon side of the
-//! per-process table.
+//! process), so the same code path serves both cases. The daemon side of the per-process table
+//! is the `top_processes` family (`crate::families::top_processes`).
 
 pub mod app;
 pub mod expo;
 pub mod fmt;
 pub mod hist;
 pub mod model;
-pub mod procs;
 pub mod ranking;
 pub mod render;
 pub mod sections;

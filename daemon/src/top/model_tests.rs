@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::top::{expo, procs::ProcRow};
+use crate::{families::top_processes::ProcRow, top::expo};
 
 fn snapshot(at: Instant, text: &str, processes: Vec<ProcRow>) -> Snapshot {
     Snapshot {

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::{procs::ProcRow, source::Snapshot};
+use super::source::Snapshot;
+use crate::families::top_processes::ProcRow;
 
 /// How the process table is ordered (`s` cycles).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,13 +6,11 @@ use std::{net::SocketAddr, time::Instant};
 
 use serde::Deserialize;
 
-use super::{
-    expo::{self, Sample},
-    procs::{self, ProcRow, ProcessesBody},
-};
+use super::expo::{self, Sample};
 use crate::{
     Config, Daemon,
     client::{ClientError, Endpoint},
+    families::top_processes::{self as procs, ProcRow, ProcessesBody},
     stalls::event::Stall,
 };
 
