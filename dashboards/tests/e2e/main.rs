@@ -73,7 +73,7 @@ fn wait_for_rules(prom: &Prometheus, expected: usize) -> Vec<serde_json::Value> 
 
 /// The series the daemon exports for the loaded device now (after the load, so every family the
 /// dashboards read has its series), printed per family; at most [`mixed_load::SERIES_BUDGET`]
-/// with the default configuration, which is what the daemon runs with here.
+/// with the default detail level, which is what the daemon runs with here.
 fn series_of_the_device(exposition: &Scrape, device: &str) -> usize {
     let by_family = exposition.series_of_device(device);
     let total = by_family.values().sum();

@@ -45,7 +45,9 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts `wbscope run --listen ADDR` and waits for /metrics to answer.
+    /// Starts `wbscope run --listen ADDR` with the default configuration except
+    /// `[metrics] bpf_stats = true` (the self-cost panels read the kernel's BPF run-time
+    /// statistics, which are opt-in), and waits for /metrics to answer.
     pub fn start() -> Daemon {
         let bin = std::env::var_os("WBSCOPE_BIN")
             .map(PathBuf::from)
@@ -55,9 +57,14 @@ impl Daemon {
             .tempdir()
             .expect("temp dir for the daemon log");
         let file = File::create(log.path().join("wbscope.log")).expect("daemon log");
+        let config = log.path().join("wbscope.toml");
+        std::fs::write(&config, "[metrics]\nbpf_stats = true\n").expect("daemon config");
         let addr = free_addr();
         let child = Command::new(&bin)
-            .args(["run", "--listen", &addr.to_string()])
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .args(["--listen", &addr.to_string()])
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("dup log"))
             .stderr(file)
