@@ -105,7 +105,10 @@ impl StallService {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
                 tick.tick().await;
-                sampled.sample();
+                // Map and debugfs reads are blocking system calls: on the blocking pool they
+                // never hold up one of the two runtime threads that serve /metrics.
+                let sampler = sampled.clone();
+                let _ = tokio::task::spawn_blocking(move || sampler.sample()).await;
             }
         }));
         let log_events = config.log_events;
