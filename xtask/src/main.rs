@@ -6,6 +6,7 @@ mod bench;
 mod cmd;
 mod dashboards;
 mod docs;
+mod family_map;
 mod host;
 mod install;
 mod linker;
