@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{families::dirty_throttle::bdi_name, kernel::devices};
 
 /// One stall. Durations are nanoseconds; `time` is the start, RFC 3339 in UTC.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stall {
     pub time: String,
     /// Start, nanoseconds since the Unix epoch (for filtering and sorting).

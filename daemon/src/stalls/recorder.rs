@@ -105,24 +105,14 @@ mod tests {
 
     fn stall(start: u64, device: &str, pid: u32, ms: u64) -> Arc<Stall> {
         Arc::new(Stall {
-            time: String::new(),
             start_unix_ns: start,
             kind: "fsync".into(),
             device: device.into(),
             pid,
             tgid: pid,
             comm: "dd".into(),
-            cgroup_id: 0,
-            inode: 0,
             duration_ns: ms * 1_000_000,
-            writeback_wait_ns: 0,
-            throttle_ns: 0,
-            journal_ns: 0,
-            flush_ns: 0,
-            detail: 0,
-            cause: String::new(),
-            verdict: String::new(),
-            context: None,
+            ..Stall::default()
         })
     }
 

@@ -85,24 +85,14 @@ mod tests {
 
     fn stall(kind: &str, ns: u64, wb: u64) -> Stall {
         Stall {
-            time: String::new(),
-            start_unix_ns: 0,
             kind: kind.into(),
             device: "loop1".into(),
             pid: 1,
             tgid: 1,
             comm: "dd".into(),
-            cgroup_id: 0,
-            inode: 0,
             duration_ns: ns,
             writeback_wait_ns: wb,
-            throttle_ns: 0,
-            journal_ns: 0,
-            flush_ns: 0,
-            detail: 0,
-            cause: String::new(),
-            verdict: String::new(),
-            context: None,
+            ..Stall::default()
         }
     }
 
