@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+mod hooks;
+
 use prometheus::{core::Collector, process_collector::ProcessCollector};
 
 use crate::{
@@ -12,7 +14,7 @@ use crate::{
     kernel::{self, VMLINUX_BTF},
     metrics::{MapErrors, SelfCollector},
     privileges::require_bpf_privileges,
-    probes::{AttachStatus, ProbeReport},
+    probes::{AttachStatus, ProbeReport, Selection},
 };
 
 /// The result of a check: the report text and how many probes attached.
@@ -43,7 +45,7 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         kernel: _,
         families,
         probes: mut loaded,
-    } = load_families(0, &config.disabled_probes)?;
+    } = load_families(0, &config.probe_selection())?;
     let ctx = CollectorContext {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
@@ -115,13 +117,13 @@ pub fn metric_names(config: &Config) -> Result<Vec<String>, DaemonError> {
 }
 
 /// Runs the check (needs the same privileges as the daemon).
-pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, DaemonError> {
+pub fn run_check(verbose: bool, selection: &Selection) -> Result<CheckOutcome, DaemonError> {
     require_bpf_privileges()?;
     let Loaded {
         kernel,
         families,
         probes: loaded,
-    } = load_families(0, disabled)?;
+    } = load_families(0, selection)?;
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -157,6 +159,9 @@ pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, Dae
         for line in family.describe() {
             let _ = writeln!(text, "{line}");
         }
+    }
+    for line in hooks::describe(&loaded.reports, selection.sync_call_hook) {
+        let _ = writeln!(text, "{line}");
     }
     let _ = writeln!(text);
     text.push_str(&format_reports(&loaded.reports, verbose));
@@ -284,6 +289,7 @@ mod strict_tests {
             spec: ProbeSpec::tracepoint(program, "block", program),
             hook: program.to_owned(),
             status,
+            fentry_not_used: None,
         }
     }
 

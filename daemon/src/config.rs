@@ -11,6 +11,8 @@ use std::{
 
 use serde::Deserialize;
 
+use crate::probes::{HookChoice, Selection};
+
 pub use crate::metrics::detail::Detail;
 pub use location::Location;
 
@@ -171,6 +173,8 @@ struct RawConfig {
 struct RawProbes {
     /// Probe names or family names (as listed by `wbscope check`) not to attach. Default: none.
     disable: Option<Vec<String>>,
+    /// `auto` (default), `fentry` or `tracepoint`: the hooks of the sync-call probes.
+    sync_call_hook: Option<String>,
 }
 
 /// A validated configuration.
@@ -182,6 +186,9 @@ pub struct Config {
     pub ignore_own_io: bool,
     /// `probes.disable`: probe or family names not to attach.
     pub disabled_probes: Vec<String>,
+    /// `probes.sync_call_hook`: fentry/fexit where the kernel accepts them (`auto`), always, or
+    /// never (the `syscalls:` tracepoints).
+    pub sync_call_hook: HookChoice,
     /// The `[stalls]` table.
     pub stalls: crate::stalls::StallsConfig,
     /// The `[metrics]` table.
@@ -200,6 +207,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             ignore_own_io: true,
             disabled_probes: Vec::new(),
+            sync_call_hook: HookChoice::Auto,
             stalls: crate::stalls::StallsConfig::default(),
             metrics: MetricsConfig::default(),
             web_config_file: None,
@@ -253,8 +261,13 @@ impl Config {
 
     fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         let defaults = Config::default();
-        let disabled_probes = raw.probes.and_then(|p| p.disable).unwrap_or_default();
+        let probes = raw.probes.unwrap_or_default();
+        let disabled_probes = probes.disable.unwrap_or_default();
         check_probe_names(&disabled_probes)?;
+        let sync_call_hook = match probes.sync_call_hook {
+            None => HookChoice::Auto,
+            Some(value) => parse_hook_choice(&value)?,
+        };
         Ok(Config {
             listen: match raw.listen {
                 Some(s) => parse_listen(&s)?,
@@ -264,6 +277,7 @@ impl Config {
             log_format: raw.log_format.unwrap_or(defaults.log_format),
             ignore_own_io: raw.ignore_own_io.unwrap_or(defaults.ignore_own_io),
             disabled_probes,
+            sync_call_hook,
             stalls: raw.stalls.unwrap_or_default().validate()?,
             metrics: {
                 let m = raw.metrics.unwrap_or_default();
@@ -279,6 +293,31 @@ impl Config {
             http: raw.http.unwrap_or_default().validate()?,
         })
     }
+}
+
+impl Config {
+    /// What the `[probes]` table selects.
+    pub fn probe_selection(&self) -> Selection {
+        Selection {
+            disabled: self.disabled_probes.clone(),
+            sync_call_hook: self.sync_call_hook,
+        }
+    }
+}
+
+/// `probes.sync_call_hook`: one of [`HookChoice::VALUES`].
+fn parse_hook_choice(value: &str) -> Result<HookChoice, ConfigError> {
+    HookChoice::parse(value).ok_or_else(|| ConfigError::Invalid {
+        key: "probes.sync_call_hook",
+        message: format!(
+            "\"{value}\" is not one of {}",
+            HookChoice::VALUES
+                .iter()
+                .map(|v| format!("\"{v}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }
 
 /// The configuration at `path`, or the defaults without one.

@@ -73,6 +73,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         log_format,
         ignore_own_io,
         disabled_probes,
+        sync_call_hook,
         stalls,
         metrics,
         web_config_file,
@@ -110,6 +111,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             key: "probes.disable",
             running: format!("{:?}", running.disabled_probes),
             requested: format!("{disabled_probes:?}"),
+            why: "probes are attached once at start",
+        });
+    }
+    if sync_call_hook != running.sync_call_hook {
+        refused.push(Refusal {
+            key: "probes.sync_call_hook",
+            running: running.sync_call_hook.as_str().to_owned(),
+            requested: sync_call_hook.as_str().to_owned(),
             why: "probes are attached once at start",
         });
     }
@@ -194,6 +203,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             log_format: running.log_format,
             ignore_own_io: running.ignore_own_io,
             disabled_probes: running.disabled_probes.clone(),
+            sync_call_hook: running.sync_call_hook,
             stalls: crate::stalls::config::StallsConfig {
                 threshold_ns: stalls.threshold_ns,
                 ..running.stalls.clone()

@@ -161,6 +161,7 @@ mod tests {
             spec: ProbeSpec::tracepoint(program, "c", "e"),
             hook: "tracepoint c/e".into(),
             status,
+            fentry_not_used: None,
         }
     }
 

@@ -176,6 +176,7 @@ mod tests {
             spec: ProbeSpec::tracepoint("p", "c", "e"),
             hook: "tracepoint c/e".into(),
             status,
+            fentry_not_used: None,
         }
     }
 

@@ -78,6 +78,7 @@ pub const GLOBALS: &[&str] = &[
     sync_layout::globals::EXT4_SYNC_FILE_FMT,
     sync_layout::globals::XFS_FILE_FSYNC_FMT,
     sync_layout::globals::IO_URING_LAYOUT,
+    sync_layout::globals::SYSCALL_ARG_REGS,
     task::globals::CURRENT_TASK,
     task::globals::PREV_STATE_SOURCE,
 ];

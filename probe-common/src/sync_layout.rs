@@ -44,7 +44,21 @@ pub struct IoUringLayout {
 }
 const _: () = assert!(core::mem::size_of::<IoUringLayout>() == 32);
 
-user_pod!(SfrEnterFormat, FieldFormat, IoUringLayout);
+/// Where a syscall's arguments are in the `struct pt_regs` its x86-64 wrapper
+/// (`__x64_sys_<call>(const struct pt_regs *regs)`) receives, for the fentry sync-call programs:
+/// the BTF offsets of `di`, `si`, `dx` and `r10`, the registers of arguments 1 to 4 in the
+/// syscall ABI. `resolved == 0`: unknown (another architecture, or no BTF), and the fentry path
+/// is not used.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyscallArgRegs {
+    pub arg: [u32; 4],
+    pub resolved: u32,
+    pub _reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<SyscallArgRegs>() == 24);
+
+user_pod!(SfrEnterFormat, FieldFormat, IoUringLayout, SyscallArgRegs);
 
 /// Names of this family's load-time globals in the eBPF object.
 pub mod globals {
@@ -54,4 +68,5 @@ pub mod globals {
     pub const EXT4_SYNC_FILE_FMT: &str = "EXT4_SYNC_FILE_FMT";
     pub const XFS_FILE_FSYNC_FMT: &str = "XFS_FILE_FSYNC_FMT";
     pub const IO_URING_LAYOUT: &str = "IO_URING_LAYOUT";
+    pub const SYSCALL_ARG_REGS: &str = "SYSCALL_ARG_REGS";
 }

@@ -7,12 +7,16 @@
 //! from the task's fd table, since by exit the fd may already be closed. sync(2) has no device
 //! (`all`); msync's device is filled in by the filesystem's fsync event (see `msync_dev`).
 //!
+//! Where the kernel allows fentry/fexit, the same calls are timed on their syscall functions
+//! instead (`fentry`), which spares every other system call of the host the tracepoints' slow
+//! path; both paths share [`begin`] and [`exit`], so they count the same events.
+//!
 //! The in-flight call per thread (`inflight`) is also the "inside sync call X" marker that the
 //! writeback submission probes (`submissions`) read to attribute writepages passes to their
 //! caller, and it carries the call's stall-event breakdown (`stall_events`).
 
 use aya_ebpf::{
-    Global,
+    EbpfContext, Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
     maps::PerCpuHashMap,
@@ -33,6 +37,8 @@ use crate::{
     hist::{record, value_or_insert},
     stall_events,
 };
+
+mod fentry;
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]
@@ -119,11 +125,9 @@ pub fn sys_enter_sync_file_range(ctx: TracePointContext) -> u32 {
     let Some(tid) = traced_tid() else {
         return 0;
     };
-    let (Some(fd), Some(flags)) = (read_u64(&ctx, f.fd), read_u64(&ctx, f.flags)) else {
-        return 0;
-    };
-    let inode = inode_of_fd(fd).unwrap_or(0);
-    begin(tid, SyncSyscall::SyncFileRange, inode, flags as u32);
+    if let (Some(fd), Some(flags)) = (read_u64(&ctx, f.fd), read_u64(&ctx, f.flags)) {
+        begin_sfr(tid, fd, flags);
+    }
     0
 }
 
@@ -136,10 +140,7 @@ pub fn sys_exit_sync_file_range(ctx: TracePointContext) -> u32 {
 /// sync(2) takes no arguments and covers every filesystem: device 0, exported as `all`.
 #[tracepoint]
 pub fn sys_enter_sync(_ctx: TracePointContext) -> u32 {
-    crate::work_queuers::sync_entered();
-    if let Some(tid) = traced_tid() {
-        begin(tid, SyncSyscall::Sync, 0, 0);
-    }
+    enter_sync();
     0
 }
 
@@ -149,8 +150,7 @@ pub fn sys_exit_sync(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// `sys_enter_msync`: `unsigned long start`, `size_t len`, `int flags`. Only MS_SYNC writes back
-/// (MS_ASYNC has been a no-op since 2.6.19), so only MS_SYNC calls are timed.
+/// `sys_enter_msync`: `unsigned long start`, `size_t len`, `int flags`.
 #[tracepoint]
 pub fn sys_enter_msync(ctx: TracePointContext) -> u32 {
     let offset = MSYNC_ENTER_FMT.load().offset;
@@ -160,11 +160,8 @@ pub fn sys_enter_msync(ctx: TracePointContext) -> u32 {
     let Some(tid) = traced_tid() else {
         return 0;
     };
-    let Some(flags) = read_u64(&ctx, offset) else {
-        return 0;
-    };
-    if flags as u32 & MS_SYNC != 0 {
-        begin(tid, SyncSyscall::Msync, 0, flags as u32);
+    if let Some(flags) = read_u64(&ctx, offset) {
+        begin_msync(tid, flags);
     }
     0
 }
@@ -184,7 +181,7 @@ fn read_u64(ctx: &TracePointContext, offset: u32) -> Option<u64> {
 
 /// The current thread id, or `None` when the current process is ignored.
 #[inline(always)]
-fn traced_tid() -> Option<u32> {
+pub(crate) fn traced_tid() -> Option<u32> {
     let pid_tgid = bpf_get_current_pid_tgid();
     (!is_ignored_tgid(pid_tgid)).then_some(pid_tgid as u32)
 }
@@ -204,7 +201,39 @@ fn enter_fd(ctx: &TracePointContext, syscall: SyncSyscall, fd_offset: u32) {
         return;
     };
     if let Some(fd) = read_u64(ctx, fd_offset) {
-        begin(tid, syscall, inode_of_fd(fd).unwrap_or(0), 0);
+        begin_fd(tid, syscall, fd);
+    }
+}
+
+/// Starts timing a call of thread `tid` on file descriptor `fd` (fsync, fdatasync, syncfs).
+#[inline(always)]
+pub(crate) fn begin_fd(tid: u32, syscall: SyncSyscall, fd: u64) {
+    begin(tid, syscall, inode_of_fd(fd).unwrap_or(0), 0);
+}
+
+/// Starts timing sync_file_range(fd, …, flags) of thread `tid`.
+#[inline(always)]
+pub(crate) fn begin_sfr(tid: u32, fd: u64, flags: u64) {
+    let inode = inode_of_fd(fd).unwrap_or(0);
+    begin(tid, SyncSyscall::SyncFileRange, inode, flags as u32);
+}
+
+/// Starts timing msync(…, flags) of thread `tid`. Only MS_SYNC writes back (MS_ASYNC has been a
+/// no-op since 2.6.19), so only MS_SYNC calls are timed.
+#[inline(always)]
+pub(crate) fn begin_msync(tid: u32, flags: u64) {
+    if flags as u32 & MS_SYNC != 0 {
+        begin(tid, SyncSyscall::Msync, 0, flags as u32);
+    }
+}
+
+/// The current task enters sync(2): the flusher-work records' "queued by sync" marker, then the
+/// call's timing.
+#[inline(always)]
+pub(crate) fn enter_sync() {
+    crate::work_queuers::sync_entered();
+    if let Some(tid) = traced_tid() {
+        begin(tid, SyncSyscall::Sync, 0, 0);
     }
 }
 
@@ -233,8 +262,10 @@ fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
     crate::inflight::begin(tid, &call);
 }
 
+/// Ends the current thread's call `syscall`: its latency, sync_file_range flags, top table and
+/// stall event. `ctx` is only for kernel-side logging in `debug` builds.
 #[inline(always)]
-fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
+pub(crate) fn exit<C: EbpfContext>(ctx: &C, syscall: SyncSyscall) {
     let tid = bpf_get_current_pid_tgid() as u32;
     let Some(call) = crate::inflight::take(tid) else {
         return;

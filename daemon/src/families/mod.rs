@@ -64,6 +64,11 @@ pub trait Family: Send {
     /// Why `probe` cannot work with the resolved layout, if it cannot.
     fn gap(&self, probe: &ProbeSpec) -> Option<String>;
 
+    /// Why `probe`'s fentry program cannot work with the resolved layout, if it cannot.
+    fn fentry_gap(&self, _probe: &ProbeSpec) -> Option<String> {
+        None
+    }
+
     /// Sets the family's load-time globals (resolved parts only).
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>);
 

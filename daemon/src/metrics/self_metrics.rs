@@ -185,6 +185,7 @@ mod tests {
             spec: ProbeSpec::tracepoint(program, "c", "e"),
             hook: String::new(),
             status,
+            fentry_not_used: None,
         };
         let collector = SelfCollector::new(
             "6.1".into(),

@@ -20,12 +20,72 @@ pub enum Hook {
     },
 }
 
+/// A program that does a probe's work on a kernel function's entry or exit (fentry/fexit)
+/// instead of its tracepoint: preferred where the kernel accepts fentry, because a `syscalls:`
+/// tracepoint taxes every system call of the host and an fentry program only its function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fentry {
+    /// Program name in the eBPF object.
+    pub program: &'static str,
+    /// fexit (at the function's return) rather than fentry.
+    pub exit: bool,
+    /// The functions the program fits, in order of preference: the first one kernel BTF has
+    /// is used.
+    pub functions: &'static [&'static str],
+}
+
+impl Fentry {
+    /// `fentry` or `fexit`.
+    pub fn kind(&self) -> &'static str {
+        if self.exit { "fexit" } else { "fentry" }
+    }
+}
+
+/// Which hook the probes with an fentry alternative use (`[probes] sync_call_hook`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HookChoice {
+    /// fentry/fexit where the kernel accepts them, the tracepoint otherwise (per probe).
+    #[default]
+    Auto,
+    /// fentry/fexit only: a probe the kernel refuses them for is not attached at all.
+    Fentry,
+    /// The tracepoints only.
+    Tracepoint,
+}
+
+impl HookChoice {
+    /// The configuration values, in the order the documentation lists them.
+    pub const VALUES: [&'static str; 3] = ["auto", "fentry", "tracepoint"];
+
+    /// The choice a configuration value names.
+    pub fn parse(value: &str) -> Option<HookChoice> {
+        match value {
+            "auto" => Some(HookChoice::Auto),
+            "fentry" => Some(HookChoice::Fentry),
+            "tracepoint" => Some(HookChoice::Tracepoint),
+            _ => None,
+        }
+    }
+
+    /// The configuration value naming this choice.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookChoice::Auto => "auto",
+            HookChoice::Fentry => "fentry",
+            HookChoice::Tracepoint => "tracepoint",
+        }
+    }
+}
+
 /// One eBPF program and its hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeSpec {
-    /// Program (function) name in the eBPF object; also the `probe` label value.
+    /// Program (function) name in the eBPF object; also the `probe` label value, whichever of
+    /// its hooks is used.
     pub program: &'static str,
     pub hook: Hook,
+    /// The same probe on fentry/fexit, tried first where the configuration allows.
+    pub fentry: Option<Fentry>,
 }
 
 impl ProbeSpec {
@@ -38,6 +98,25 @@ impl ProbeSpec {
         ProbeSpec {
             program,
             hook: Hook::Tracepoint { category, event },
+            fentry: None,
+        }
+    }
+
+    /// The same probe, done by `program` on fentry (`exit`: fexit) of the first of `functions`
+    /// the kernel has, where the kernel accepts fentry.
+    pub const fn with_fentry(
+        self,
+        program: &'static str,
+        exit: bool,
+        functions: &'static [&'static str],
+    ) -> ProbeSpec {
+        ProbeSpec {
+            fentry: Some(Fentry {
+                program,
+                exit,
+                functions,
+            }),
+            ..self
         }
     }
 
@@ -46,6 +125,7 @@ impl ProbeSpec {
         ProbeSpec {
             program,
             hook: Hook::BtfTracepoint { event, older: None },
+            fentry: None,
         }
     }
 
@@ -61,6 +141,7 @@ impl ProbeSpec {
                 event,
                 older: Some(older),
             },
+            fentry: None,
         }
     }
 

@@ -54,6 +54,8 @@ fn unload(name: &str, program: &mut Program) {
         Program::TracePoint(p) => p.unload(),
         Program::BtfTracePoint(p) => p.unload(),
         Program::RawTracePoint(p) => p.unload(),
+        Program::FEntry(p) => p.unload(),
+        Program::FExit(p) => p.unload(),
         // Other kinds are not used by wbscope; dropping the object unloads them.
         _ => Ok(()),
     };

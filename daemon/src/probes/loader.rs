@@ -5,14 +5,14 @@
 
 use aya::{
     Btf as AyaBtf, Ebpf, EbpfLoader,
-    programs::{BtfTracePoint, TracePoint},
+    programs::{BtfTracePoint, FEntry, FExit, TracePoint},
 };
 use probe_common::{
     layout::{FdDevLayout, globals},
     task::{CurrentTask, globals as task_globals},
 };
 
-use super::catalog::{Hook, ProbeSpec};
+use super::catalog::{Fentry, Hook, HookChoice, ProbeSpec};
 pub use crate::error_chain::error_chain;
 use crate::kernel::LayoutError;
 use crate::{
@@ -75,9 +75,43 @@ pub struct ProbeReport {
     pub family: &'static str,
     pub spec: ProbeSpec,
     /// The hook as this kernel names it (`wbscope check` prints it): for a tp_btf known by an
-    /// older name too, the one this kernel's BTF has.
+    /// older name too, the one this kernel's BTF has; for a probe with an fentry alternative,
+    /// the hook it got (`fentry __x64_sys_fsync` or its tracepoint).
     pub hook: String,
     pub status: AttachStatus,
+    /// For a probe with an fentry alternative that is on its tracepoint: why its fentry or fexit
+    /// program is not used (the kernel's answer, a missing function, or the configuration).
+    pub fentry_not_used: Option<String>,
+}
+
+impl ProbeReport {
+    /// Whether the probe runs on fentry/fexit.
+    pub fn on_fentry(&self) -> bool {
+        self.status.is_attached() && self.spec.fentry.is_some() && self.fentry_not_used.is_none()
+    }
+
+    /// Whether the probe is an attached `syscalls:` tracepoint, whose cost falls on every
+    /// system call of the host.
+    pub fn taxes_syscalls(&self) -> bool {
+        self.status.is_attached()
+            && !self.on_fentry()
+            && matches!(
+                self.spec.hook,
+                Hook::Tracepoint {
+                    category: "syscalls",
+                    ..
+                }
+            )
+    }
+}
+
+/// Which probes to attach and how (`[probes]` configuration).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// `probes.disable`: probe or family names not to attach.
+    pub disabled: Vec<String>,
+    /// `probes.sync_call_hook`: fentry/fexit or tracepoints for the probes that have both.
+    pub sync_call_hook: HookChoice,
 }
 
 /// The loaded object (its links stay attached while it lives) and the per-probe reports.
@@ -102,13 +136,18 @@ impl LoadedProbes {
     }
 }
 
-/// A probe, its family, its hook as this kernel names it, and [`plan_one`]'s verdict.
-type Plan<'a> = (
-    &'a dyn Family,
-    &'a ProbeSpec,
-    String,
-    Result<Option<&'static str>, AttachStatus>,
-);
+/// What to try for one probe, decided while our BTF parse is still there.
+struct Plan<'a> {
+    family: &'a dyn Family,
+    spec: &'a ProbeSpec,
+    /// Its primary hook as this kernel names it.
+    hook: String,
+    /// [`plan_one`]'s verdict on the primary hook.
+    primary: Result<Option<&'static str>, AttachStatus>,
+    /// Its fentry program and the function to attach it to, or why not (`None`: no fentry
+    /// alternative, or the configuration wants tracepoints).
+    fentry: Option<Result<(Fentry, &'static str), String>>,
+}
 
 /// Loads the object with every family's globals and attaches every enabled probe.
 ///
@@ -120,8 +159,9 @@ pub fn load_and_attach(
     families: &[Box<dyn Family>],
     kernel: &mut KernelInfo,
     ignore_tgid: u32,
-    disabled: &[String],
+    selection: &Selection,
 ) -> Result<LoadedProbes, LoadError> {
+    let disabled = selection.disabled.as_slice();
     let fd_dev = kernel.btf().and_then(fd_dev_layout);
     let current_task = kernel
         .btf
@@ -133,17 +173,29 @@ pub fn load_and_attach(
         .iter()
         .flat_map(|f| f.probes().iter().map(move |spec| (f.as_ref(), spec)))
         .map(|(family, spec)| {
-            let hook = resolved_hook(spec, kernel);
-            (family, spec, hook, plan_one(spec, family, kernel, disabled))
+            let primary = plan_one(spec, family, kernel, disabled);
+            let fentry = match (&primary, spec.fentry, selection.sync_call_hook) {
+                (Err(AttachStatus::Disabled), _, _) | (_, None, _) => None,
+                (_, Some(_), HookChoice::Tracepoint) => None,
+                (_, Some(fentry), _) => Some(plan_fentry(spec, fentry, family, kernel)),
+            };
+            Plan {
+                family,
+                spec,
+                hook: resolved_hook(spec, kernel),
+                primary,
+                fentry,
+            }
         })
         .collect();
     kernel.btf = Err(LayoutError::BtfReleased);
 
     // aya needs its own parse of kernel BTF to resolve tp_btf attach targets. Parsed once and
     // lent to the loader too, which would otherwise parse it again for any CO-RE relocation.
-    let needs_btf = plans
-        .iter()
-        .any(|(_, spec, _, plan)| plan.is_ok() && matches!(spec.hook, Hook::BtfTracepoint { .. }));
+    let needs_btf = plans.iter().any(|plan| {
+        matches!(plan.fentry, Some(Ok(_)))
+            || (plan.primary.is_ok() && matches!(plan.spec.hook, Hook::BtfTracepoint { .. }))
+    });
     let aya_btf = if needs_btf {
         AyaBtf::from_sys_fs().map_err(|e| AttachError::NoAyaBtf(error_chain(&e)))
     } else {
@@ -183,18 +235,7 @@ pub fn load_and_attach(
 
     let reports = plans
         .into_iter()
-        .map(|(family, spec, hook, plan)| ProbeReport {
-            family: family.name(),
-            spec: *spec,
-            hook,
-            status: match plan {
-                Err(status) => status,
-                Ok(event) => match try_attach(&mut ebpf, spec, event, &aya_btf) {
-                    Ok(()) => AttachStatus::Attached,
-                    Err(why) => AttachStatus::Failed(why.to_string()),
-                },
-            },
-        })
+        .map(|plan| attach_planned(&mut ebpf, plan, selection.sync_call_hook, &aya_btf))
         .collect();
     Ok(LoadedProbes {
         ebpf,
@@ -282,6 +323,105 @@ pub(super) fn plan_one(
         (Hook::BtfTracepoint { event, older }, Ok(btf)) => btf_event(btf, event, older),
         _ => None,
     })
+}
+
+/// Attaches one planned probe: on fentry first where it has that plan, on its primary hook
+/// otherwise or (unless the configuration insists on fentry) when the kernel refuses fentry.
+fn attach_planned(
+    ebpf: &mut Ebpf,
+    plan: Plan<'_>,
+    choice: HookChoice,
+    aya_btf: &AyaBtfResult,
+) -> ProbeReport {
+    let mut report = ProbeReport {
+        family: plan.family.name(),
+        spec: *plan.spec,
+        hook: plan.hook,
+        status: AttachStatus::Disabled,
+        fentry_not_used: None,
+    };
+    let not_used = match plan.fentry {
+        None => (plan.spec.fentry.is_some() && choice == HookChoice::Tracepoint)
+            .then(|| "probes.sync_call_hook = \"tracepoint\"".to_owned()),
+        Some(Ok((fentry, function))) => {
+            let hook = format!("{} {function}", fentry.kind());
+            match attach_fentry(ebpf, fentry, function, aya_btf) {
+                Ok(()) => {
+                    report.hook = hook;
+                    report.status = AttachStatus::Attached;
+                    return report;
+                }
+                Err(why) if choice == HookChoice::Fentry => {
+                    report.hook = hook;
+                    report.status = AttachStatus::Failed(why.to_string());
+                    return report;
+                }
+                Err(why) => Some(why.to_string()),
+            }
+        }
+        Some(Err(why)) if choice == HookChoice::Fentry => {
+            report.status = AttachStatus::Skipped(why);
+            return report;
+        }
+        Some(Err(why)) => Some(why),
+    };
+    report.fentry_not_used = not_used;
+    report.status = match plan.primary {
+        Err(status) => status,
+        Ok(event) => match try_attach(ebpf, plan.spec, event, aya_btf) {
+            Ok(()) => AttachStatus::Attached,
+            Err(why) => AttachStatus::Failed(why.to_string()),
+        },
+    };
+    report
+}
+
+/// The function `fentry` attaches to on this kernel (the first of its functions BTF has), or
+/// why it cannot.
+fn plan_fentry(
+    spec: &ProbeSpec,
+    fentry: Fentry,
+    family: &dyn Family,
+    kernel: &KernelInfo,
+) -> Result<(Fentry, &'static str), String> {
+    let btf = kernel.btf.as_ref().map_err(ToString::to_string)?;
+    let function = fentry
+        .functions
+        .iter()
+        .copied()
+        .find(|f| btf.has_type(f))
+        .ok_or_else(|| format!("no {} in kernel BTF", fentry.functions.join(" or ")))?;
+    if let Some(why) = family.fentry_gap(spec) {
+        return Err(why);
+    }
+    Ok((fentry, function))
+}
+
+/// Loads `fentry`'s program and attaches it to kernel function `function`.
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    fentry: Fentry,
+    function: &str,
+    aya_btf: &AyaBtfResult,
+) -> Result<(), AttachError> {
+    let refused = |e: &dyn std::error::Error| AttachError::refused(e);
+    let btf = match aya_btf {
+        Ok(btf) => btf,
+        Err(why) => return Err(AttachError::NoAyaBtf(why.to_string())),
+    };
+    let program = ebpf
+        .program_mut(fentry.program)
+        .ok_or_else(|| AttachError::MissingProgram(fentry.program.to_owned()))?;
+    if fentry.exit {
+        let p: &mut FExit = program.try_into().map_err(|e| refused(&e))?;
+        p.load(function, btf).map_err(|e| refused(&e))?;
+        p.attach().map_err(|e| refused(&e))?;
+    } else {
+        let p: &mut FEntry = program.try_into().map_err(|e| refused(&e))?;
+        p.load(function, btf).map_err(|e| refused(&e))?;
+        p.attach().map_err(|e| refused(&e))?;
+    }
+    Ok(())
 }
 
 /// Loads and attaches `spec`; `btf_event` is the tp_btf event name this kernel has.

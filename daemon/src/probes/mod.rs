@@ -9,8 +9,8 @@ pub mod map_sizes;
 mod object_names;
 pub mod task_storage;
 
-pub use catalog::{Hook, ProbeSpec};
-pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport};
+pub use catalog::{Fentry, Hook, HookChoice, ProbeSpec};
+pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport, Selection};
 
 /// The eBPF object built by build.rs from `probe-ebpf`, embedded in the binary.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/wbscope-probes"));

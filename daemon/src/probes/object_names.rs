@@ -64,7 +64,13 @@ fn declared(names: &[&str]) -> BTreeSet<String> {
 fn family_programs() -> BTreeSet<String> {
     families::all()
         .iter()
-        .flat_map(|f| f.probes().iter().map(|p| p.program.to_owned()))
+        .flat_map(|f| {
+            f.probes().iter().flat_map(|p| {
+                std::iter::once(p.program)
+                    .chain(p.fentry.map(|f| f.program))
+                    .map(str::to_owned)
+            })
+        })
         .collect()
 }
 

@@ -5,7 +5,7 @@
 use crate::kernel::LayoutError;
 use probe_common::{
     layout::SysEnterFdFormat,
-    sync_layout::{FieldFormat, IoUringLayout, SfrEnterFormat},
+    sync_layout::{FieldFormat, IoUringLayout, SfrEnterFormat, SyscallArgRegs},
 };
 
 use crate::kernel::{
@@ -36,6 +36,26 @@ pub fn sfr_enter(kernel: &KernelInfo) -> Result<SfrEnterFormat, LayoutError> {
     Ok(SfrEnterFormat {
         fd: field_offset(&format, "fd", long)?,
         flags: field_offset(&format, "flags", long)?,
+    })
+}
+
+/// The `struct pt_regs` members holding syscall arguments 1 to 4 on x86-64 (`di`, `si`, `dx`,
+/// `r10`: the syscall ABI, which passes the fourth in `r10` rather than the C ABI's `rcx`), for
+/// the fentry programs on the `__x64_sys_*` wrappers. Other architectures name their registers
+/// differently and their wrappers too, so there the sync calls stay on their tracepoints.
+pub fn syscall_arg_regs(kernel: &KernelInfo) -> Result<SyscallArgRegs, LayoutError> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(LayoutError::Unhandled(format!(
+            "syscall arguments from registers are read on x86-64 only, not {}",
+            std::env::consts::ARCH
+        )));
+    }
+    let btf = kernel.btf()?;
+    let reg = |name: &str| member_offset(btf, "pt_regs", name, 8);
+    Ok(SyscallArgRegs {
+        arg: [reg("di")?, reg("si")?, reg("dx")?, reg("r10")?],
+        resolved: 1,
+        _reserved: 0,
     })
 }
 

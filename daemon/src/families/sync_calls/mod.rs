@@ -1,5 +1,6 @@
 //! Sync-family calls: fsync, fdatasync, sync_file_range, syncfs, sync and msync(MS_SYNC) through
-//! their `syscalls:sys_{enter,exit}_*` tracepoints; msync's device from the filesystems' fsync
+//! fentry/fexit of their syscall functions where the kernel accepts them, through their
+//! `syscalls:sys_{enter,exit}_*` tracepoints otherwise (`[probes] sync_call_hook`); msync's device from the filesystems' fsync
 //! events; io_uring FSYNC / SYNC_FILE_RANGE requests through `tp_btf/io_uring_submit_req` →
 //! `io_uring_complete`. Exports `wbscope_sync_call_duration_seconds{syscall,device}` and
 //! `wbscope_sync_file_range_calls_total{device,flags}`.
@@ -7,7 +8,9 @@
 use aya::{Ebpf, EbpfLoader};
 use probe_common::{
     layout::{SysEnterFdFormat, globals},
-    sync_layout::{FieldFormat, IoUringLayout, SfrEnterFormat, globals as sync_globals},
+    sync_layout::{
+        FieldFormat, IoUringLayout, SfrEnterFormat, SyscallArgRegs, globals as sync_globals,
+    },
 };
 use prometheus::core::Collector;
 
@@ -20,27 +23,75 @@ mod layout;
 
 use layout::{Part, gap_of};
 
+/// A sync call's `syscalls:sys_{enter,exit}_<call>` tracepoints, or fentry/fexit of its x86-64
+/// syscall function (`syscalls` names it: the wrapper first, then the body it may be an alias
+/// of, which is what BTF lists for the argument-less sync(2)).
+macro_rules! sync_call {
+    ($enter:literal, $exit:literal, $fentry:literal, $fexit:literal, $functions:expr) => {
+        [
+            ProbeSpec::tracepoint($enter, "syscalls", $enter)
+                .with_fentry($fentry, false, $functions),
+            ProbeSpec::tracepoint($exit, "syscalls", $exit).with_fentry($fexit, true, $functions),
+        ]
+    };
+}
+
+const FSYNC: [ProbeSpec; 2] = sync_call!(
+    "sys_enter_fsync",
+    "sys_exit_fsync",
+    "fentry_fsync",
+    "fexit_fsync",
+    &["__x64_sys_fsync"]
+);
+const FDATASYNC: [ProbeSpec; 2] = sync_call!(
+    "sys_enter_fdatasync",
+    "sys_exit_fdatasync",
+    "fentry_fdatasync",
+    "fexit_fdatasync",
+    &["__x64_sys_fdatasync"]
+);
+const SYNC_FILE_RANGE: [ProbeSpec; 2] = sync_call!(
+    "sys_enter_sync_file_range",
+    "sys_exit_sync_file_range",
+    "fentry_sync_file_range",
+    "fexit_sync_file_range",
+    &["__x64_sys_sync_file_range"]
+);
+const SYNCFS: [ProbeSpec; 2] = sync_call!(
+    "sys_enter_syncfs",
+    "sys_exit_syncfs",
+    "fentry_syncfs",
+    "fexit_syncfs",
+    &["__x64_sys_syncfs"]
+);
+const SYNC: [ProbeSpec; 2] = sync_call!(
+    "sys_enter_sync",
+    "sys_exit_sync",
+    "fentry_sync",
+    "fexit_sync",
+    &["__x64_sys_sync", "__do_sys_sync"]
+);
+const MSYNC: [ProbeSpec; 2] = sync_call!(
+    "sys_enter_msync",
+    "sys_exit_msync",
+    "fentry_msync",
+    "fexit_msync",
+    &["__x64_sys_msync"]
+);
+
 const PROBES: &[ProbeSpec] = &[
-    ProbeSpec::tracepoint("sys_enter_fsync", "syscalls", "sys_enter_fsync"),
-    ProbeSpec::tracepoint("sys_exit_fsync", "syscalls", "sys_exit_fsync"),
-    ProbeSpec::tracepoint("sys_enter_fdatasync", "syscalls", "sys_enter_fdatasync"),
-    ProbeSpec::tracepoint("sys_exit_fdatasync", "syscalls", "sys_exit_fdatasync"),
-    ProbeSpec::tracepoint(
-        "sys_enter_sync_file_range",
-        "syscalls",
-        "sys_enter_sync_file_range",
-    ),
-    ProbeSpec::tracepoint(
-        "sys_exit_sync_file_range",
-        "syscalls",
-        "sys_exit_sync_file_range",
-    ),
-    ProbeSpec::tracepoint("sys_enter_syncfs", "syscalls", "sys_enter_syncfs"),
-    ProbeSpec::tracepoint("sys_exit_syncfs", "syscalls", "sys_exit_syncfs"),
-    ProbeSpec::tracepoint("sys_enter_sync", "syscalls", "sys_enter_sync"),
-    ProbeSpec::tracepoint("sys_exit_sync", "syscalls", "sys_exit_sync"),
-    ProbeSpec::tracepoint("sys_enter_msync", "syscalls", "sys_enter_msync"),
-    ProbeSpec::tracepoint("sys_exit_msync", "syscalls", "sys_exit_msync"),
+    FSYNC[0],
+    FSYNC[1],
+    FDATASYNC[0],
+    FDATASYNC[1],
+    SYNC_FILE_RANGE[0],
+    SYNC_FILE_RANGE[1],
+    SYNCFS[0],
+    SYNCFS[1],
+    SYNC[0],
+    SYNC[1],
+    MSYNC[0],
+    MSYNC[1],
     ProbeSpec::tracepoint("ext4_sync_file_enter", "ext4", "ext4_sync_file_enter"),
     ProbeSpec::tracepoint("xfs_file_fsync", "xfs", "xfs_file_fsync"),
     // Called io_uring_submit_sqe(req, force_nonblock) before 6.4, at the same place in
@@ -64,6 +115,7 @@ pub struct SyncCalls {
     ext4_sync_file: Part<FieldFormat>,
     xfs_file_fsync: Part<FieldFormat>,
     io_uring: Part<IoUringLayout>,
+    syscall_arg_regs: Part<SyscallArgRegs>,
 }
 
 impl Family for SyncCalls {
@@ -96,6 +148,7 @@ impl Family for SyncCalls {
         ));
         self.xfs_file_fsync = Some(layout::field(kernel, "xfs", "xfs_file_fsync", "dev", 4));
         self.io_uring = Some(layout::io_uring(kernel));
+        self.syscall_arg_regs = Some(layout::syscall_arg_regs(kernel));
     }
 
     fn gap(&self, probe: &ProbeSpec) -> Option<String> {
@@ -109,6 +162,21 @@ impl Family for SyncCalls {
             "xfs_file_fsync" => gap_of(&self.xfs_file_fsync),
             "io_uring_submit_req" | "io_uring_complete" => gap_of(&self.io_uring),
             // Exits and sync(2) read no record fields.
+            _ => None,
+        }
+    }
+
+    fn fentry_gap(&self, probe: &ProbeSpec) -> Option<String> {
+        match probe.fentry.map(|f| f.program) {
+            // These read syscall arguments from the wrapper's registers.
+            Some(
+                "fentry_fsync"
+                | "fentry_fdatasync"
+                | "fentry_syncfs"
+                | "fentry_sync_file_range"
+                | "fentry_msync",
+            ) => gap_of(&self.syscall_arg_regs),
+            // fexit programs and sync(2) read no argument.
             _ => None,
         }
     }
@@ -135,6 +203,11 @@ impl Family for SyncCalls {
             &self.xfs_file_fsync,
         );
         set(loader, sync_globals::IO_URING_LAYOUT, &self.io_uring);
+        set(
+            loader,
+            sync_globals::SYSCALL_ARG_REGS,
+            &self.syscall_arg_regs,
+        );
     }
 
     fn describe(&self) -> Vec<String> {
@@ -144,13 +217,11 @@ impl Family for SyncCalls {
             (_, Some(Ok(_))) => "xfs only".to_owned(),
             _ => "none (device unknown)".to_owned(),
         };
-        vec![
-            format!("msync(MS_SYNC) device from filesystem fsync events: {msync}"),
-            // Said so that an operator knows what attaching costs the rest of the host.
-            "sync calls: syscalls: tracepoints (no fentry/fexit path yet): while any is \
-             attached, every system call on the host takes the tracepoint slow path"
-                .to_owned(),
-        ]
+        // Which hook each sync call got, and what it costs the host, is said by `check` from
+        // the attach reports (`check::hooks`).
+        vec![format!(
+            "msync(MS_SYNC) device from filesystem fsync events: {msync}"
+        )]
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
