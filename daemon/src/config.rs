@@ -458,6 +458,29 @@ mod tests {
     }
 
     #[test]
+    fn sync_call_hook_takes_its_three_values_and_refuses_others_by_name() {
+        assert_eq!(Config::default().sync_call_hook, HookChoice::Auto);
+        for (value, choice) in [
+            ("auto", HookChoice::Auto),
+            ("fentry", HookChoice::Fentry),
+            ("tracepoint", HookChoice::Tracepoint),
+        ] {
+            let c = Config::from_toml(&format!("[probes]\nsync_call_hook = \"{value}\"")).unwrap();
+            assert_eq!(c.sync_call_hook, choice);
+            assert_eq!(c.probe_selection().sync_call_hook, choice);
+        }
+        let err = Config::from_toml("[probes]\nsync_call_hook = \"kprobe\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`probes.sync_call_hook`")
+                && err.contains("\"kprobe\"")
+                && err.contains("\"auto\", \"fentry\", \"tracepoint\""),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn listen_takes_port_only_and_host_names() {
         assert_eq!(
             parse_listen(":9100").unwrap(),

@@ -19,6 +19,7 @@ mod stall_verdicts;
 mod stalls;
 mod submissions;
 mod sync_all_calls;
+mod sync_call_hooks;
 mod sync_calls;
 mod top;
 mod writeback;

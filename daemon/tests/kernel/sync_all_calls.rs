@@ -54,7 +54,7 @@ pub(crate) fn uring(helper: &Path, file: &Path, ops: &[&str]) -> Vec<Duration> {
 }
 
 /// Maps `len` bytes of `path` shared, dirties them and calls msync with `flags`.
-fn mmap_write_msync(path: &Path, len: usize, flags: libc::c_int) {
+pub(crate) fn mmap_write_msync(path: &Path, len: usize, flags: libc::c_int) {
     let file = workload::open_for_write(path).expect("open for mmap");
     file.set_len(len as u64).expect("size the mapped file");
     let rw = std::fs::OpenOptions::new()

@@ -64,6 +64,7 @@ pub const DEFAULT_TESTS: &[&str] = &[
     "block::direct_writes_are_sync_idle_write_requests",
     "dirty_throttle::throttled_writer_pauses_match_an_independent_trace",
     "sync_all_calls::every_sync_call_is_counted_on_ext4",
+    "sync_call_hooks::fentry_and_tracepoint_hooks_count_the_same_sync_calls",
     "nfs::sequential_writes_and_fsync_are_unstable_writes_and_a_commit",
     "nfs::random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose",
 ];
