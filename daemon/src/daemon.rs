@@ -382,7 +382,13 @@ fn log_reports(reports: &[ProbeReport]) {
     for r in reports {
         let program = r.spec.program;
         match &r.status {
-            AttachStatus::Attached => tracing::debug!("probe {program} attached"),
+            AttachStatus::Attached => match &r.fentry_not_used {
+                Some(why) => tracing::info!(
+                    "probe {program} attached on {} (fentry/fexit not used: {why})",
+                    r.hook
+                ),
+                None => tracing::debug!("probe {program} attached on {}", r.hook),
+            },
             AttachStatus::Disabled => tracing::info!("probe {program} disabled by config"),
             AttachStatus::Skipped(why) => tracing::warn!("probe {program} skipped: {why}"),
             AttachStatus::Failed(why) => tracing::warn!("probe {program} failed: {why}"),

@@ -267,6 +267,7 @@ mod tests {
             log_format: crate::config::LogFormat::Json,
             ignore_own_io: false,
             disabled_probes: vec!["journal".into()],
+            sync_call_hook: crate::probes::HookChoice::Tracepoint,
             stalls: Default::default(),
             metrics: Default::default(),
             web_config_file: Some("/etc/wbscope/web.yml".into()),
@@ -280,6 +281,7 @@ mod tests {
         assert_eq!(p.config.listen, running.listen);
         assert!(p.config.ignore_own_io);
         assert!(p.config.disabled_probes.is_empty());
+        assert_eq!(p.config.sync_call_hook, crate::probes::HookChoice::Auto);
         assert_eq!(p.config.web_config_file, None);
         assert_eq!(p.config.log_level, LogLevel::Warn);
         let keys: Vec<_> = p.refused.iter().map(|r| r.key).collect();
@@ -290,6 +292,7 @@ mod tests {
                 "log_format",
                 "ignore_own_io",
                 "probes.disable",
+                "probes.sync_call_hook",
                 "web_config_file",
                 "http"
             ]
@@ -302,7 +305,7 @@ mod tests {
         assert_eq!(
             p.summary(),
             "config reloaded: applied log_level; refused listen, log_format, ignore_own_io, \
-             probes.disable, web_config_file, http (restart needed)"
+             probes.disable, probes.sync_call_hook, web_config_file, http (restart needed)"
         );
     }
 }
