@@ -19,14 +19,17 @@
 //! a hash) and one per-CPU hash update: no shared cache line is written.
 
 use aya_ebpf::{Global, helpers::bpf_get_current_pid_tgid, macros::map, maps::PerCpuHashMap};
-use probe_common::device_write::{
+use probe_common::device_writes::{
     DevWriteKey, DevWriteLayout, DevWriteStats, NO_WORK, WriteSource, counts_as_written,
 };
 use probe_common::map_overflow;
 
-use crate::{btf_load::load, current_task, hist::value_or_insert, inflight, writeback};
+use crate::{
+    hist::value_or_insert, kernel::btf_load::load, kernel::current_task, kernel::inflight,
+    writeback,
+};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {

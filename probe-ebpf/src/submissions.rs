@@ -36,20 +36,20 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::map_overflow;
-use probe_common::submission::{
+use probe_common::submissions::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
 };
 
 use crate::{
-    btf_load::{load, read},
-    current_task,
-    fd_dev::dev_of_inode,
     hist::value_or_insert,
-    inflight,
-    task_storage::{self, task_storage},
+    kernel::btf_load::{load, read},
+    kernel::current_task,
+    kernel::fd_dev::dev_of_inode,
+    kernel::inflight,
+    kernel::task_storage::{self, task_storage},
 };
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
@@ -60,7 +60,7 @@ static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
         resolved: 0,
     });
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static WBC_LAYOUT: Global<WbcLayout> = Global::new(WbcLayout {

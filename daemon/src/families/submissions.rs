@@ -11,7 +11,7 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuHashMap},
 };
-use probe_common::submission::{
+use probe_common::submissions::{
     Ext4WritepagesResultFormat, SubmitKey, SubmitStats, WbCaller, WbcLayout, globals,
 };
 use prometheus::{
@@ -38,7 +38,7 @@ const PROBES: &[ProbeSpec] = &[
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::submission::maps::WB_SUBMISSIONS;
+use probe_common::submissions::maps::WB_SUBMISSIONS;
 
 /// The writeback-submissions family.
 #[derive(Default)]

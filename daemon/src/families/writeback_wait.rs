@@ -4,10 +4,7 @@
 
 use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
-use probe_common::{
-    dirty::{FolioWaitLayout, globals},
-    task::{PrevStateSource, globals as task_globals},
-};
+use probe_common::writeback_wait::{FolioWaitLayout, PrevStateSource, globals};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};
@@ -35,7 +32,7 @@ const PROBES: &[ProbeSpec] = &[
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::dirty::maps::WRITEBACK_WAIT;
+use probe_common::writeback_wait::maps::WRITEBACK_WAIT;
 
 const FAMILIES: &[(&str, &str)] = &[(
     "wbscope_writeback_wait_duration_seconds",
@@ -120,7 +117,7 @@ impl Family for WritebackWait {
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let (Some(Ok(layout)), Some(Ok(prev_state))) = (&self.layout, &self.prev_state) {
             loader.override_global(globals::FOLIO_WAIT_LAYOUT, layout, true);
-            loader.override_global(task_globals::PREV_STATE_SOURCE, prev_state, true);
+            loader.override_global(globals::PREV_STATE_SOURCE, prev_state, true);
         }
     }
 

@@ -1,6 +1,6 @@
 //! Helpers for resolving layout facts from the running kernel, shared by the families.
 
-use probe_common::layout::FdDevLayout;
+use probe_common::kernel::FdDevLayout;
 
 use super::{LayoutError, btf::Btf, tracefs::EventFormat};
 

@@ -1,7 +1,7 @@
-//! How the probes read `task_struct` on this kernel (`probe_common::task`), decided from BTF
+//! How the probes read `task_struct` on this kernel (`probe_common::kernel`), decided from BTF
 //! rather than the kernel version, so that backports are followed.
 
-use probe_common::task::{CurrentTask, PrevStateSource};
+use probe_common::{kernel::CurrentTask, writeback_wait::PrevStateSource};
 
 use super::{LayoutError, btf::Btf, layout::member_offset};
 

@@ -7,10 +7,7 @@ use aya::{
     Btf as AyaBtf, Ebpf, EbpfLoader,
     programs::{BtfTracePoint, TracePoint},
 };
-use probe_common::{
-    layout::{FdDevLayout, globals},
-    task::{CurrentTask, globals as task_globals},
-};
+use probe_common::kernel::{CurrentTask, FdDevLayout, globals};
 
 use super::catalog::{Hook, ProbeSpec};
 pub use crate::error_chain::error_chain;
@@ -161,7 +158,7 @@ pub fn load_and_attach(
         loader.override_global(globals::FD_DEV_LAYOUT, layout, true);
     }
     loader.override_global(globals::IGNORE_TGID, &ignore_tgid, true);
-    loader.override_global(task_globals::CURRENT_TASK, &current_task, true);
+    loader.override_global(globals::CURRENT_TASK, &current_task, true);
     for family in families {
         family.set_globals(&mut loader);
     }
@@ -207,7 +204,7 @@ pub fn load_and_attach(
 
 /// The thread-id-keyed hashes that hold per-thread state where task storage is unavailable.
 const FALLBACK_HASHES: [&str; 5] = [
-    "SYNC_INFLIGHT",
+    probe_common::kernel::maps::SYNC_INFLIGHT,
     "FOLIO_WAITS",
     "FLUSHER_INODE",
     "PASSES",

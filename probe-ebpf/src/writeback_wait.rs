@@ -23,6 +23,8 @@
 //! have an entry. Kernels before 5.18 have no `prev_state` argument; `prev_state` reads the
 //! task's state there.
 
+mod prev_state;
+
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
@@ -33,19 +35,19 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::{
-    dirty::{FolioWaitLayout, PendingWait},
     hist::Log2Hist,
     map_overflow,
+    writeback_wait::{FolioWaitLayout, PendingWait},
 };
 
 use crate::{
-    btf_load::load,
     hist::{record, value_or_insert},
-    task_storage::{self, task_storage},
+    kernel::btf_load::load,
+    kernel::task_storage::{self, task_storage},
 };
 
 /// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
-// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+// `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
 pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLayout {
@@ -245,7 +247,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     if may_wait(prev_tid)
         && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
     {
-        let prev_state = crate::prev_state::prev_state(ctx, prev)?;
+        let prev_state = prev_state::prev_state(ctx, prev)?;
         // SAFETY: map value pointer, valid for this program run.
         let wait = unsafe { &mut *wait };
         if prev_state != 0 {
@@ -287,7 +289,7 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
     let prev = ctx.arg::<u64>(1);
     // Only a switch-out in a state other than running (a preemption, or the idle task) may be
     // the wait's sleep or end it: the state, an argument, is checked before any lookup.
-    let prev_state = crate::prev_state::prev_state(ctx, prev)?;
+    let prev_state = prev_state::prev_state(ctx, prev)?;
     if prev_state != 0
         && has_storage(prev)
         && let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false)

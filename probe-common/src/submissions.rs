@@ -1,7 +1,7 @@
 //! Writeback submissions (writepages passes) by device, sync mode and caller: ids, label names,
 //! map keys and values, and the layout globals of their probes.
 
-use crate::{sync_call::SyncSyscall, user_pod};
+use crate::{sync_calls::SyncSyscall, user_pod};
 
 /// Who a writepages pass ran for. Discriminants are part of the map ABI: never reuse one.
 #[repr(u32)]
@@ -189,7 +189,8 @@ user_pod!(
     WbcLayout
 );
 
-/// Names of this family's load-time globals in the eBPF object.
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
 pub mod globals {
     pub const EXT4_WP_RESULT_FMT: &str = "EXT4_WP_RESULT_FMT";
     pub const WBC_LAYOUT: &str = "WBC_LAYOUT";
@@ -223,10 +224,14 @@ mod tests {
     }
 }
 
-/// Maps of the submissions family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const WB_SUBMISSIONS: &str = "WB_SUBMISSIONS";
     pub const FLUSHER_INODE: &str = "FLUSHER_INODE";
     pub const PASSES: &str = "PASSES";
+    /// Task storage (see `kernel::maps`).
+    pub const FLUSHER_TASK: &str = "FLUSHER_TASK";
+    /// Task storage (see `kernel::maps`).
+    pub const PASS_TASK: &str = "PASS_TASK";
 }

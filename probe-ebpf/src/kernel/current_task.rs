@@ -7,11 +7,11 @@
 //! this kernel supports, so the unknown helper in the other one does not fail the program.
 
 use aya_ebpf::{Global, helpers::generated};
-use probe_common::task::CurrentTask;
+use probe_common::kernel::CurrentTask;
 
-use crate::btf_load::{load, read};
+use crate::kernel::btf_load::{load, read};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static CURRENT_TASK: Global<CurrentTask> = Global::new(CurrentTask {

@@ -1,19 +1,19 @@
 //! Resolving a file descriptor of the current task (or a `struct file` / `struct inode`) to its
 //! filesystem's `dev_t`, in the kernel.
 //!
-//! Path (offsets from BTF, see `probe_common::layout::FdDevLayout`):
+//! Path (offsets from BTF, see `probe_common::kernel::FdDevLayout`):
 //! `current->files->fdt->fd[fd]->f_inode->i_sb->s_dev`, with `fd < fdt->max_fds` checked first.
 //! Block device nodes live on the bdev pseudo-filesystem, so for them `i_rdev` names the device.
 //! The steps up to the fd array are plain loads through the BTF-typed current task where the
 //! kernel has one (`current_task`); the rest are `bpf_probe_read_kernel`, so a racing close()
 //! yields 0 ("unknown"), never a fault.
 
-use probe_common::layout::FdDevLayout;
+use probe_common::kernel::FdDevLayout;
 
 use crate::{
-    btf_load::{load, read},
-    current_task,
-    globals::FD_DEV_LAYOUT,
+    kernel::btf_load::{load, read},
+    kernel::current_task,
+    kernel::globals::FD_DEV_LAYOUT,
 };
 
 /// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
