@@ -22,10 +22,32 @@ pub struct CurrentTask {
 }
 const _: () = assert!(core::mem::size_of::<CurrentTask>() == 8);
 
-/// Struct member offsets (bytes) for resolving a file descriptor to its filesystem's `dev_t` in the
-/// kernel: `task_struct.files → files_struct.fdt → fdtable.fd[fd] → file.f_inode → inode.i_sb →
-/// super_block.s_dev`, bounds-checked against `fdtable.max_fds`. For block device nodes the
-/// superblock is the bdev pseudo-filesystem, so `inode.i_rdev` is used when `i_mode` says S_IFBLK.
+/// Struct member offsets (bytes, from BTF) that take an inode to the kernel `dev_t` of its
+/// filesystem: `inode.i_sb → super_block.s_dev`; for block device inodes (a `/dev` node, or the
+/// bdev inode whose page cache is the device's) the superblock is the bdev pseudo-filesystem's,
+/// so `inode.i_rdev` names the device when `i_mode` says S_IFBLK. The one resolution of these
+/// offsets (the daemon's `KernelInfo::inode_dev`), used by every family that needs a device from
+/// an inode, through `probe-ebpf/src/kernel/fd_dev.rs`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InodeDevLayout {
+    pub inode_i_mode: u32,
+    pub inode_i_rdev: u32,
+    pub inode_i_sb: u32,
+    pub sb_s_dev: u32,
+    /// Non-zero once the daemon has filled in the offsets above.
+    pub resolved: u32,
+    pub _reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<InodeDevLayout>() == 24);
+
+/// Struct member offsets (bytes, from BTF) for resolving a file descriptor of the current task
+/// to its filesystem's `dev_t` in the kernel: `task_struct.files → files_struct.fdt →
+/// fdtable.fd[fd] → file.f_inode`, bounds-checked against `fdtable.max_fds`, then [`inode`]
+/// (`InodeDevLayout`). The inode part is filled in even when the fd table part is not, so that
+/// an inode's device never depends on the fd table's members.
+///
+/// [`inode`]: FdDevLayout::inode
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FdDevLayout {
@@ -34,16 +56,13 @@ pub struct FdDevLayout {
     pub fdt_max_fds: u32,
     pub fdt_fd: u32,
     pub file_f_inode: u32,
-    pub inode_i_mode: u32,
-    pub inode_i_rdev: u32,
-    pub inode_i_sb: u32,
-    pub sb_s_dev: u32,
-    /// Non-zero once the daemon has filled in the offsets above.
+    /// Non-zero once the daemon has filled in the fd table offsets above.
     pub resolved: u32,
+    pub inode: InodeDevLayout,
 }
-const _: () = assert!(core::mem::size_of::<FdDevLayout>() == 40);
+const _: () = assert!(core::mem::size_of::<FdDevLayout>() == 48);
 
-user_pod!(CurrentTask, FdDevLayout);
+user_pod!(CurrentTask, InodeDevLayout, FdDevLayout);
 
 /// Names of the bottom's load-time globals in the eBPF object (`probe-ebpf/src/kernel/`).
 pub mod globals {

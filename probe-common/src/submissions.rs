@@ -134,18 +134,17 @@ pub struct PassState {
 const _: () = assert!(core::mem::size_of::<PassState>() == 40);
 
 /// Where `tp_btf/ext4_writepages_result(struct inode *inode, struct writeback_control *wbc,
-/// int ret, int pages_written)` finds what the classic record holds: `inode->i_sb->s_dev` and
-/// `wbc->sync_mode` (BTF member offsets); `pages_written` is the fourth argument (the daemon
-/// checks the prototype). Zero `resolved` means "not resolved".
+/// int ret, int pages_written)` finds what the classic record holds: the inode's device (the
+/// classic record's `inode->i_sb->s_dev`, through the shared inode → device layout,
+/// `kernel::InodeDevLayout`) and `wbc->sync_mode` (a BTF member offset); `pages_written` is the
+/// fourth argument (the daemon checks the prototype). Zero `resolved` means "not resolved".
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ext4WritepagesResultFormat {
-    pub inode_i_sb: u32,
-    pub sb_s_dev: u32,
     pub wbc_sync_mode: u32,
     pub resolved: u32,
 }
-const _: () = assert!(core::mem::size_of::<Ext4WritepagesResultFormat>() == 16);
+const _: () = assert!(core::mem::size_of::<Ext4WritepagesResultFormat>() == 8);
 
 /// BTF offsets for the `tp_btf/wbc_writepage` probe and the caller classification.
 ///

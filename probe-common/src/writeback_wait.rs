@@ -8,12 +8,9 @@ use crate::user_pod;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FolioWaitLayout {
-    /// `address_space.host` (the inode).
+    /// `address_space.host` (the inode; its device comes from the shared inode → device layout,
+    /// `kernel::InodeDevLayout`).
     pub mapping_host: u32,
-    pub inode_i_mode: u32,
-    pub inode_i_rdev: u32,
-    pub inode_i_sb: u32,
-    pub sb_s_dev: u32,
     /// `task_struct.pid` (the thread id).
     pub task_pid: u32,
     /// `TASK_UNINTERRUPTIBLE` as the running kernel defines it (from the sched_switch format's
@@ -26,7 +23,7 @@ pub struct FolioWaitLayout {
     pub task_bpf_storage: u32,
     pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 40);
+const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 24);
 
 /// A wait on a folio under writeback, kept per thread id from the tracepoint until the thread
 /// runs again.

@@ -44,7 +44,7 @@ use crate::{
     hist::value_or_insert,
     kernel::btf_load::{load, read},
     kernel::current_task,
-    kernel::fd_dev::dev_of_inode,
+    kernel::fd_dev::{dev_of_inode, dev_of_typed_inode},
     kernel::inflight,
     kernel::task_storage::{self, task_storage},
 };
@@ -54,8 +54,6 @@ use crate::{
 #[used]
 static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
     Global::new(Ext4WritepagesResultFormat {
-        inode_i_sb: 0,
-        sb_s_dev: 0,
         wbc_sync_mode: 0,
         resolved: 0,
     });
@@ -229,11 +227,7 @@ fn try_ext4_writepages_result(ctx: &BtfTracePointContext) -> Option<()> {
     }
     // Plain loads through the BTF-typed arguments: the verifier checks the load-time constant
     // offsets against the structs' BTF and makes the loads fault-safe, with no helper call.
-    let sb: u64 = load(inode, f.inode_i_sb);
-    if sb == 0 {
-        return None;
-    }
-    let dev: u32 = load(sb, f.sb_s_dev);
+    let dev = dev_of_typed_inode(inode)?;
     let sync_mode: u32 = load(wbc, f.wbc_sync_mode);
     let key = SubmitKey {
         dev,

@@ -42,8 +42,8 @@ use probe_common::{
 
 use crate::{
     hist::{record, value_or_insert},
-    kernel::btf_load::load,
     kernel::task_storage::{self, task_storage},
+    kernel::{btf_load::load, fd_dev::dev_of_typed_inode},
 };
 
 /// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
@@ -52,10 +52,6 @@ use crate::{
 #[unsafe(no_mangle)]
 pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLayout {
     mapping_host: 0,
-    inode_i_mode: 0,
-    inode_i_rdev: 0,
-    inode_i_sb: 0,
-    sb_s_dev: 0,
     task_pid: 0,
     task_uninterruptible: 0,
     resolved: 0,
@@ -71,10 +67,6 @@ const MAX_GAP_NS: u64 = 1_000_000;
 /// `BPF_NOEXIST`: the entry is new only if the insert creates it, which keeps the pending
 /// counter exact.
 const BPF_NOEXIST: u64 = 1;
-
-/// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
-const S_IFMT: u16 = 0o170000;
-const S_IFBLK: u16 = 0o060000;
 
 task_storage! {
     /// The wait in progress of each thread (task storage kernels); `start_ns == 0`: none.
@@ -170,7 +162,7 @@ fn forget(tid: u32) {
 }
 
 /// The kernel dev_t of `mapping`'s inode: its filesystem's, or the device's own for block device
-/// inodes (whose superblock is the bdev pseudo-filesystem).
+/// inodes (the shared inode → device resolution, `kernel::fd_dev`).
 #[inline(always)]
 fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
     // The verifier types the argument as a maybe-null trusted pointer and allows the offset
@@ -178,19 +170,7 @@ fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
     if mapping == 0 {
         return None;
     }
-    let inode: u64 = load(mapping, l.mapping_host);
-    if inode == 0 {
-        return None;
-    }
-    let mode: u16 = load(inode, l.inode_i_mode);
-    if mode & S_IFMT == S_IFBLK {
-        return Some(load(inode, l.inode_i_rdev));
-    }
-    let sb: u64 = load(inode, l.inode_i_sb);
-    if sb == 0 {
-        return None;
-    }
-    Some(load(sb, l.sb_s_dev))
+    dev_of_typed_inode(load(mapping, l.mapping_host))
 }
 
 #[inline(always)]

@@ -52,8 +52,8 @@ pub struct Submissions {
 
 /// `tp_btf/ext4_writepages_result(struct inode *, struct writeback_control *, int ret,
 /// int pages_written)`: the probe reads arguments 0, 1 and 3 by position, so the prototype must
-/// be exactly that (checked in BTF), and the members behind the classic record's `dev`
-/// (`inode->i_sb->s_dev`) and `sync_mode` (`wbc->sync_mode`).
+/// be exactly that (checked in BTF), and the member behind the classic record's `sync_mode`
+/// (`wbc->sync_mode`); its `dev` (`inode->i_sb->s_dev`) is the shared inode → device layout's.
 fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, LayoutError> {
     const EVENT: &str = "ext4_writepages_result";
     let btf = kernel.btf()?;
@@ -66,9 +66,9 @@ fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, Layout
             format!(": unexpected prototype (inode at {inode}, wbc at {wbc}, {count} arguments)"),
         ));
     }
+    // The inode's device comes from the shared inode → device layout, which must have resolved.
+    kernel.inode_dev()?;
     Ok(Ext4WritepagesResultFormat {
-        inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
-        sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
         wbc_sync_mode: member_offset(btf, "writeback_control", "sync_mode", 4)?,
         resolved: 1,
     })

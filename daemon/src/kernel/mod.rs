@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use probe_common::kernel::InodeDevLayout;
+
 pub use layout_error::LayoutError;
 
 pub mod btf;
@@ -38,6 +40,9 @@ pub struct KernelInfo {
     /// Kernel BTF, or why it is unavailable (released once the probes are resolved, see
     /// [`crate::probes::loader::load_and_attach`]).
     pub btf: Result<btf::Btf, LayoutError>,
+    /// The inode → device offsets, resolved once from BTF at discovery for every family that
+    /// needs an inode's device (the probes' shared `kernel::fd_dev`); they outlive the BTF parse.
+    pub inode_dev: Result<InodeDevLayout, LayoutError>,
     pub release: String,
 }
 
@@ -52,9 +57,14 @@ impl KernelInfo {
         }
         let btf = btf::Btf::from_file(Path::new(VMLINUX_BTF))
             .map_err(|e| LayoutError::NoBtf(std::sync::Arc::new(e)));
+        let inode_dev = btf
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(layout::inode_dev_layout);
         Ok(KernelInfo {
             tracefs,
             btf,
+            inode_dev,
             release: release(),
         })
     }
@@ -71,5 +81,11 @@ impl KernelInfo {
     /// Kernel BTF, or why there is none.
     pub fn btf(&self) -> Result<&btf::Btf, LayoutError> {
         self.btf.as_ref().map_err(Clone::clone)
+    }
+
+    /// The inode → device offsets (see [`KernelInfo::inode_dev`](Self::inode_dev)), or why they
+    /// are unavailable.
+    pub fn inode_dev(&self) -> Result<InodeDevLayout, LayoutError> {
+        self.inode_dev.clone()
     }
 }

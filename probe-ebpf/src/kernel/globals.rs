@@ -12,7 +12,7 @@
 //! which aya handles like `.rodata`).
 
 use aya_ebpf::Global;
-use probe_common::kernel::FdDevLayout;
+use probe_common::kernel::{FdDevLayout, InodeDevLayout};
 
 #[unsafe(no_mangle)]
 #[used]
@@ -22,11 +22,15 @@ pub static FD_DEV_LAYOUT: Global<FdDevLayout> = Global::new(FdDevLayout {
     fdt_max_fds: 0,
     fdt_fd: 0,
     file_f_inode: 0,
-    inode_i_mode: 0,
-    inode_i_rdev: 0,
-    inode_i_sb: 0,
-    sb_s_dev: 0,
     resolved: 0,
+    inode: InodeDevLayout {
+        inode_i_mode: 0,
+        inode_i_rdev: 0,
+        inode_i_sb: 0,
+        sb_s_dev: 0,
+        resolved: 0,
+        _reserved: 0,
+    },
 });
 
 /// The daemon's own tgid: its I/O is not what the operator is looking at.
