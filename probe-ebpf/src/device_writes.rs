@@ -25,7 +25,8 @@ use probe_common::device_writes::{
 use probe_common::map_overflow;
 
 use crate::{
-    hist::value_or_insert, kernel::btf_load::load, kernel::current_task, kernel::inflight,
+    hist::value_or_insert,
+    kernel::{btf_load::load, current_task, inflight},
     writeback,
 };
 
@@ -88,8 +89,8 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
         reason: NO_WORK,
         _reserved: 0,
     };
-    // Kernel threads have no mm; an unreadable task counts as a kernel thread.
-    let kernel_thread = current_task::member::<u64>(l.task_mm).unwrap_or(0) == 0;
+    // An unreadable task counts as a kernel thread.
+    let kernel_thread = current_task::is_kernel_thread(l.task_mm).unwrap_or(true);
     if !kernel_thread {
         if let Some(call) = inflight::current(tid) {
             // SAFETY: a map or task storage value pointer, valid for this program run.

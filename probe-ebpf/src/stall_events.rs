@@ -34,7 +34,7 @@ use probe_common::{
     writeback::BDI_NAME_LEN,
 };
 
-use crate::{kernel::btf_load::read, kernel::inflight};
+use crate::kernel::{btf_load::read, inflight};
 
 /// Offsets from BTF, resolved by the daemon. A plain static rather than an `aya_ebpf::Global`
 /// so that the block hooks, which run on every request, can read the two fields they need (see

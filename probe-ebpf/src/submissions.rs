@@ -42,11 +42,13 @@ use probe_common::submissions::{
 
 use crate::{
     hist::value_or_insert,
-    kernel::btf_load::{load, read},
-    kernel::current_task,
-    kernel::fd_dev::{dev_of_inode, dev_of_typed_inode},
-    kernel::inflight,
-    kernel::task_storage::{self, task_storage},
+    kernel::{
+        btf_load::{load, read},
+        current_task,
+        fd_dev::{dev_of_inode, dev_of_typed_inode},
+        inflight,
+        task_storage::{self, task_storage},
+    },
 };
 
 // `#[used]`: never merged with a promoted constant (see `kernel::globals`).
@@ -166,8 +168,8 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     if l.resolved == 0 {
         return 0;
     }
-    // Kernel threads have no mm; the flusher is a kworker.
-    if current_task::member::<u64>(l.task_mm) != Some(0) {
+    // The flusher is a kworker, a kernel thread.
+    if current_task::is_kernel_thread(l.task_mm) != Some(true) {
         return 0;
     }
     let tid = tid();

@@ -33,8 +33,10 @@ use probe_common::{
 
 use crate::{
     hist::{record, value_or_insert},
-    kernel::fd_dev::{dev_of_inode, inode_of_fd},
-    kernel::globals::is_ignored_tgid,
+    kernel::{
+        fd_dev::{dev_of_inode, inode_of_fd},
+        globals::is_ignored_tgid,
+    },
     stall_events,
 };
 

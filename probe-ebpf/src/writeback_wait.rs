@@ -42,8 +42,11 @@ use probe_common::{
 
 use crate::{
     hist::{record, value_or_insert},
-    kernel::task_storage::{self, task_storage},
-    kernel::{btf_load::load, fd_dev::dev_of_typed_inode},
+    kernel::{
+        btf_load::load,
+        fd_dev::dev_of_typed_inode,
+        task_storage::{self, task_storage},
+    },
 };
 
 /// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.

@@ -48,7 +48,7 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
     let iter = btf.member_offset("bio", "bi_iter")?;
     Ok(DevWriteLayout {
         bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         op_discard: request_op(btf, "REQ_OP_DISCARD")?,
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),

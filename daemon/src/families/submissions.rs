@@ -93,7 +93,7 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
         fbatch_len: folios_size / 8,
         folio_mapping: member_offset(btf, "folio", "mapping", 8)?,
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         folio_flags: btf.member_offset("folio", "flags")?,
         // Optional: without it, sizes come from nr_to_write deltas (see the probe). Older
         // kernels (6.12 among them) name the same count `_folio_nr_pages`.
@@ -119,7 +119,6 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
 /// The layout with only `task_mm` set: `fbatch_len` 0 makes `wbc_writepage` find no folio, and
 /// that probe is skipped anyway when the full layout is not resolved.
 fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
-    let btf = kernel.btf()?;
     Ok(WbcLayout {
         nr_to_write: 0,
         sync_mode: 0,
@@ -129,7 +128,7 @@ fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
         fbatch_len: 0,
         folio_mapping: 0,
         mapping_host: 0,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         folio_flags: 0,
         folio_nr_pages: 0,
         pg_head: 0,

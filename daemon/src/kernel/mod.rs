@@ -43,6 +43,9 @@ pub struct KernelInfo {
     /// The inode → device offsets, resolved once from BTF at discovery for every family that
     /// needs an inode's device (the probes' shared `kernel::fd_dev`); they outlive the BTF parse.
     pub inode_dev: Result<InodeDevLayout, LayoutError>,
+    /// The offset of `task_struct.mm`, by which the probes tell kernel threads (no `mm`) from
+    /// processes; resolved once for every family that asks.
+    pub task_mm: Result<u32, LayoutError>,
     pub release: String,
 }
 
@@ -61,10 +64,15 @@ impl KernelInfo {
             .as_ref()
             .map_err(Clone::clone)
             .and_then(layout::inode_dev_layout);
+        let task_mm = btf
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(task_access::task_mm);
         Ok(KernelInfo {
             tracefs,
             btf,
             inode_dev,
+            task_mm,
             release: release(),
         })
     }
@@ -87,5 +95,11 @@ impl KernelInfo {
     /// are unavailable.
     pub fn inode_dev(&self) -> Result<InodeDevLayout, LayoutError> {
         self.inode_dev.clone()
+    }
+
+    /// The offset of `task_struct.mm` (see [`KernelInfo::task_mm`](Self::task_mm)), or why it
+    /// is unavailable.
+    pub fn task_mm(&self) -> Result<u32, LayoutError> {
+        self.task_mm.clone()
     }
 }

@@ -28,6 +28,12 @@ pub fn current_task(btf: &Btf) -> CurrentTask {
     }
 }
 
+/// The offset of `task_struct.mm`: kernel threads (the flusher's kworkers) have none. Resolved
+/// once, by [`super::KernelInfo::discover`]; families get it from `KernelInfo::task_mm`.
+pub fn task_mm(btf: &Btf) -> Result<u32, LayoutError> {
+    member_offset(btf, "task_struct", "mm", 8)
+}
+
 /// Lines for `wbscope check`.
 pub fn describe_current_task(task: CurrentTask) -> String {
     let current = if task.btf_typed != 0 {

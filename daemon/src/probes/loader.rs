@@ -218,10 +218,10 @@ pub fn load_and_attach(
 /// The thread-id-keyed hashes that hold per-thread state where task storage is unavailable.
 const FALLBACK_HASHES: [&str; 5] = [
     probe_common::kernel::maps::SYNC_INFLIGHT,
-    "FOLIO_WAITS",
-    "FLUSHER_INODE",
-    "PASSES",
-    "FLUSHER_ITEMS",
+    probe_common::writeback_wait::maps::FOLIO_WAITS,
+    probe_common::submissions::maps::FLUSHER_INODE,
+    probe_common::submissions::maps::PASSES,
+    probe_common::writeback::maps::FLUSHER_ITEMS,
 ];
 
 /// Why the hook itself is missing on this kernel, if it is.

@@ -15,10 +15,10 @@
 
 use probe_common::kernel::FdDevLayout;
 
-use crate::{
-    kernel::btf_load::{load, read},
-    kernel::current_task,
-    kernel::globals::FD_DEV_LAYOUT,
+use super::{
+    btf_load::{load, read},
+    current_task,
+    globals::FD_DEV_LAYOUT,
 };
 
 /// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).

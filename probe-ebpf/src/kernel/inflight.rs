@@ -13,7 +13,7 @@
 use aya_ebpf::{macros::map, maps::LruHashMap};
 use probe_common::stall_events::InflightSync;
 
-use crate::kernel::task_storage::{self, task_storage};
+use super::task_storage::{self, task_storage};
 
 task_storage! {
     /// Calls in flight, per thread (task storage kernels).

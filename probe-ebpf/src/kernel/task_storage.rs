@@ -51,7 +51,7 @@ pub(crate) use task_storage;
 /// Whether this kernel's programs use task storage (a frozen global the daemon sets).
 #[inline(always)]
 pub fn available() -> bool {
-    crate::kernel::current_task::task_storage()
+    super::current_task::task_storage()
 }
 
 /// The value of `map` for the BTF-typed task `task` (the current task if 0), created zeroed with

@@ -24,7 +24,7 @@ use probe_common::{
 };
 
 use crate::{
-    kernel::btf_load::read, kernel::fd_dev::dev_of_file, kernel::globals::is_ignored_tgid,
+    kernel::{btf_load::read, fd_dev::dev_of_file, globals::is_ignored_tgid},
     sync_calls::record_latency,
 };
 
