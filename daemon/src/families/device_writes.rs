@@ -10,8 +10,8 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuHashMap},
 };
-use probe_common::device_write::{
-    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, names,
+use probe_common::device_writes::{
+    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, globals, maps,
 };
 use prometheus::{
     core::{Collector, Desc},
@@ -48,7 +48,7 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
     let iter = btf.member_offset("bio", "bi_iter")?;
     Ok(DevWriteLayout {
         bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         op_discard: request_op(btf, "REQ_OP_DISCARD")?,
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
@@ -104,14 +104,14 @@ impl Family for DeviceWrites {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(l)) = &self.layout {
-            loader.override_global(names::DEV_WRITE_LAYOUT, l, true);
+            loader.override_global(globals::DEV_WRITE_LAYOUT, l, true);
         }
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(names::DEVICE_WRITES);
+        ctx.map_errors.register(maps::DEVICE_WRITES);
         let map = ebpf
-            .take_map(names::DEVICE_WRITES)
+            .take_map(maps::DEVICE_WRITES)
             .and_then(|m| PerCpuHashMap::try_from(m).ok());
         let reader = DeviceWriteReader {
             map,
@@ -166,7 +166,7 @@ impl DeviceWriteReader {
     /// Totals since load by labels (distinct raw keys with the same labels merged).
     pub fn read(&self) -> Option<BTreeMap<SourceLabels, DevWriteStats>> {
         let entries = read_per_cpu_hash(
-            names::DEVICE_WRITES,
+            maps::DEVICE_WRITES,
             self.map.as_ref(),
             &self.errors,
             |acc: &mut DevWriteStats, v| acc.merge(v),
@@ -186,7 +186,7 @@ impl DeviceWriteReader {
     /// sampler reads this ten times a second and labels only the few keys a context needs.
     pub fn read_bytes(&self) -> Option<Vec<(DevWriteKey, u64)>> {
         let mut entries: Vec<(DevWriteKey, u64)> = read_per_cpu_hash(
-            names::DEVICE_WRITES,
+            maps::DEVICE_WRITES,
             self.map.as_ref(),
             &self.errors,
             |acc: &mut DevWriteStats, v| acc.merge(v),

@@ -9,7 +9,7 @@ use std::{
 };
 
 use aya::maps::{HashMap, MapData, RingBuf};
-use probe_common::{device_write::DevWriteKey, flusher_work::WorkRecord};
+use probe_common::{device_writes::DevWriteKey, flusher_work::WorkRecord};
 
 use super::{SourceShare, StallContext, WorkItem};
 use crate::{
@@ -139,7 +139,7 @@ impl History {
     /// Takes the running-items map out of the object (the stall service does, at start).
     pub fn take_running(&self, ebpf: &mut aya::Ebpf) {
         let map = ebpf
-            .take_map(probe_common::flusher_work::names::RUNNING_WORK)
+            .take_map(probe_common::flusher_work::maps::RUNNING_WORK)
             .and_then(|m| HashMap::try_from(m).ok());
         if let Ok(mut running) = self.running.lock() {
             *running = map;
@@ -399,7 +399,7 @@ fn comm(raw: &[u8; 16]) -> String {
 
 /// Takes the work-record ring out of the object.
 pub fn take_work_ring(ebpf: &mut aya::Ebpf) -> Option<RingBuf<MapData>> {
-    ebpf.take_map(probe_common::flusher_work::names::WORK_RECORDS)
+    ebpf.take_map(probe_common::flusher_work::maps::WORK_RECORDS)
         .and_then(|m| RingBuf::try_from(m).ok())
 }
 
