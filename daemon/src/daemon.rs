@@ -229,6 +229,7 @@ impl Daemon {
         // the attach. Hand the heap they and the object's loading used back to the kernel.
         drop((kernel, families));
         crate::memory::release_free_heap();
+        crate::memory::release_start_up_pages();
         Ok(Daemon {
             addr,
             config: watch::Sender::new(config.clone()),

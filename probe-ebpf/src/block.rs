@@ -15,6 +15,8 @@
 //! flush machinery completing a request a second time (`blk_flush_complete_seq` ends the data
 //! request again after the post-flush) or ending an empty pre-flush that never reached the driver.
 
+mod bio_disk;
+
 use aya_ebpf::{
     EbpfContext,
     helpers::bpf_ktime_get_ns,
@@ -29,14 +31,14 @@ use probe_common::block::{
 use probe_common::map_overflow;
 
 use crate::{
-    btf_load::load,
     hist::{record, value_or_insert},
+    kernel::btf_load::load,
 };
 
 /// Resolved by the daemon from BTF; all zero (unresolved) makes every probe here a no-op.
 /// A plain static read field by field with [`layout!`] rather than an `aya_ebpf::Global`, whose
 /// `load()` copies the whole struct on every event (about 40 loads and a dozen stack spills in
-/// the compiled program). `#[used]`: see globals.rs; without it LLVM may merge equal constants
+/// the compiled program). `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants
 /// into this global.
 #[used]
 #[unsafe(no_mangle)]
@@ -323,9 +325,9 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         return None;
     }
     let opf: u32 = load(bio, layout!(bio_bi_opf));
-    let dev = if crate::bio_disk::in_use() {
+    let dev = if bio_disk::in_use() {
         // Before 5.12: no bi_bdev, the bio names its disk and partition number.
-        crate::bio_disk::dev(bio)?
+        bio_disk::dev(bio)?
     } else {
         let bdev: u64 = load(bio, layout!(bio_bi_bdev));
         if bdev == 0 {

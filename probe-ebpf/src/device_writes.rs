@@ -19,14 +19,18 @@
 //! a hash) and one per-CPU hash update: no shared cache line is written.
 
 use aya_ebpf::{Global, helpers::bpf_get_current_pid_tgid, macros::map, maps::PerCpuHashMap};
-use probe_common::device_write::{
+use probe_common::device_writes::{
     DevWriteKey, DevWriteLayout, DevWriteStats, NO_WORK, WriteSource, counts_as_written,
 };
 use probe_common::map_overflow;
 
-use crate::{btf_load::load, current_task, hist::value_or_insert, inflight, writeback};
+use crate::{
+    hist::value_or_insert,
+    kernel::{btf_load::load, current_task, inflight},
+    writeback,
+};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
@@ -85,8 +89,8 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
         reason: NO_WORK,
         _reserved: 0,
     };
-    // Kernel threads have no mm; an unreadable task counts as a kernel thread.
-    let kernel_thread = current_task::member::<u64>(l.task_mm).unwrap_or(0) == 0;
+    // An unreadable task counts as a kernel thread.
+    let kernel_thread = current_task::is_kernel_thread(l.task_mm).unwrap_or(true);
     if !kernel_thread {
         if let Some(call) = inflight::current(tid) {
             // SAFETY: a map or task storage value pointer, valid for this program run.

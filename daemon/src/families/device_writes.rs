@@ -10,8 +10,8 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuHashMap},
 };
-use probe_common::device_write::{
-    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, names,
+use probe_common::device_writes::{
+    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, globals, maps,
 };
 use prometheus::{
     core::{Collector, Desc},
@@ -48,7 +48,7 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
     let iter = btf.member_offset("bio", "bi_iter")?;
     Ok(DevWriteLayout {
         bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         op_discard: request_op(btf, "REQ_OP_DISCARD")?,
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
@@ -104,14 +104,14 @@ impl Family for DeviceWrites {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(l)) = &self.layout {
-            loader.override_global(names::DEV_WRITE_LAYOUT, l, true);
+            loader.override_global(globals::DEV_WRITE_LAYOUT, l, true);
         }
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(names::DEVICE_WRITES);
+        ctx.map_errors.register(maps::DEVICE_WRITES);
         let map = ebpf
-            .take_map(names::DEVICE_WRITES)
+            .take_map(maps::DEVICE_WRITES)
             .and_then(|m| PerCpuHashMap::try_from(m).ok());
         let reader = DeviceWriteReader {
             map,
@@ -147,6 +147,11 @@ const FAMILIES: &[(&str, &str); 2] = &[
 /// Where the collector leaves its reader for the stall context.
 pub type ReaderSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<DeviceWriteReader>>>;
 
+/// A total order of raw keys (the key type is plain shared data without `Ord`).
+pub fn raw_order(key: &DevWriteKey) -> (u32, u8, u8, u8) {
+    (key.dev, key.source, key.sync_mode, key.reason)
+}
+
 /// Labels of one series: device, source, sync mode, reason.
 pub type SourceLabels = (String, &'static str, String, String);
 
@@ -161,7 +166,7 @@ impl DeviceWriteReader {
     /// Totals since load by labels (distinct raw keys with the same labels merged).
     pub fn read(&self) -> Option<BTreeMap<SourceLabels, DevWriteStats>> {
         let entries = read_per_cpu_hash(
-            names::DEVICE_WRITES,
+            maps::DEVICE_WRITES,
             self.map.as_ref(),
             &self.errors,
             |acc: &mut DevWriteStats, v| acc.merge(v),
@@ -177,7 +182,25 @@ impl DeviceWriteReader {
         Some(series)
     }
 
-    fn labels(&self, key: &DevWriteKey) -> SourceLabels {
+    /// Bytes since load by raw key, sorted by key, with no labels made: the stall-context
+    /// sampler reads this ten times a second and labels only the few keys a context needs.
+    pub fn read_bytes(&self) -> Option<Vec<(DevWriteKey, u64)>> {
+        let mut entries: Vec<(DevWriteKey, u64)> = read_per_cpu_hash(
+            maps::DEVICE_WRITES,
+            self.map.as_ref(),
+            &self.errors,
+            |acc: &mut DevWriteStats, v| acc.merge(v),
+            DevWriteStats::ZERO,
+        )?
+        .into_iter()
+        .map(|(key, stats)| (key, stats.bytes))
+        .collect();
+        entries.sort_unstable_by_key(|(key, _)| raw_order(key));
+        Some(entries)
+    }
+
+    /// The labels of one raw key (the device's name is read from sysfs).
+    pub fn labels(&self, key: &DevWriteKey) -> SourceLabels {
         let source = WriteSource::from_raw(key.source).unwrap_or(WriteSource::Other);
         let (sync_mode, reason) = if source == WriteSource::Flusher {
             let reason = self

@@ -2,7 +2,7 @@
 //! the BTF facts the stall code needs, and the stall metrics.
 
 use aya::{Ebpf, EbpfLoader};
-use probe_common::stall::{StallLayout, names};
+use probe_common::stall_events::{StallLayout, globals};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, Part};
@@ -56,7 +56,7 @@ impl Family for StallEvents {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(layout)) = &self.layout {
-            loader.override_global(names::STALL_LAYOUT, layout, true);
+            loader.override_global(globals::STALL_LAYOUT, layout, true);
         }
     }
 

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use probe_common::{
-    stall::{StallEvent, StallKind},
-    sync_call::SyncSyscall,
+    stall_events::{StallEvent, StallKind},
+    sync_calls::SyncSyscall,
     writeback::BDI_NAME_LEN,
 };
 use serde::{Deserialize, Serialize};

@@ -68,7 +68,7 @@ pub struct DropsCollector {
 }
 
 /// Map name of the drop counter (for `wbscope_map_read_errors_total`).
-const DROPS_MAP: &str = probe_common::stall::names::STALL_DROPS;
+const DROPS_MAP: &str = probe_common::stall_events::maps::STALL_DROPS;
 
 impl DropsCollector {
     pub fn new(

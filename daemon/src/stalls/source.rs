@@ -7,7 +7,7 @@ use aya::{
     Ebpf,
     maps::{Array, MapData, MapError, PerCpuArray, RingBuf},
 };
-use probe_common::stall::{StallConfig, names};
+use probe_common::stall_events::{StallConfig, maps};
 use tokio::io::unix::AsyncFd;
 
 use super::event::{Decoder, Stall};
@@ -40,12 +40,12 @@ impl ThresholdMap {
     /// Takes the map out of the object.
     pub fn take(ebpf: &mut Ebpf) -> Result<ThresholdMap, StallError> {
         let map = ebpf
-            .take_map(names::STALL_CONFIG)
-            .ok_or(StallError::MissingMap(names::STALL_CONFIG))?;
+            .take_map(maps::STALL_CONFIG)
+            .ok_or(StallError::MissingMap(maps::STALL_CONFIG))?;
         Array::try_from(map)
             .map(ThresholdMap)
             .map_err(|source| StallError::Map {
-                name: names::STALL_CONFIG,
+                name: maps::STALL_CONFIG,
                 source,
             })
     }
@@ -58,7 +58,7 @@ impl ThresholdMap {
             _reserved: 0,
         };
         self.0.set(0, &value, 0).map_err(|source| StallError::Map {
-            name: names::STALL_CONFIG,
+            name: maps::STALL_CONFIG,
             source,
         })
     }
@@ -67,17 +67,17 @@ impl ThresholdMap {
 /// Takes the ring buffer out of the object.
 pub fn take_ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>, StallError> {
     let map = ebpf
-        .take_map(names::STALL_EVENTS)
-        .ok_or(StallError::MissingMap(names::STALL_EVENTS))?;
+        .take_map(maps::STALL_EVENTS)
+        .ok_or(StallError::MissingMap(maps::STALL_EVENTS))?;
     RingBuf::try_from(map).map_err(|source| StallError::Map {
-        name: names::STALL_EVENTS,
+        name: maps::STALL_EVENTS,
         source,
     })
 }
 
 /// Takes the per-CPU drop counter out of the object.
 pub fn take_drops(ebpf: &mut Ebpf) -> Option<PerCpuArray<MapData, u64>> {
-    ebpf.take_map(names::STALL_DROPS)
+    ebpf.take_map(maps::STALL_DROPS)
         .and_then(|m| PerCpuArray::try_from(m).ok())
 }
 

@@ -13,10 +13,10 @@ use aya_ebpf::{
     macros::{fentry, fexit},
     programs::{FEntryContext, FExitContext},
 };
-use probe_common::{sync_call::SyncSyscall, sync_layout::SyscallArgRegs};
+use probe_common::sync_calls::{SyncSyscall, layout::SyscallArgRegs};
 
 use super::{begin_fd, begin_msync, begin_sfr, enter_sync, exit, traced_tid};
-use crate::btf_load::load;
+use crate::kernel::btf_load::load;
 
 // `#[used]`: never merged with a promoted constant (see `globals`).
 #[unsafe(no_mangle)]

@@ -9,7 +9,7 @@ use aya::{
     maps::{MapData, PerCpuHashMap},
 };
 use probe_common::block::{
-    BLOCK_LAYOUT_GLOBAL, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
+    DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, globals,
 };
 use prometheus::core::Collector;
 
@@ -58,9 +58,9 @@ impl Family for Block {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(r)) = &self.resolved {
-            loader.override_global(BLOCK_LAYOUT_GLOBAL, &r.layout, true);
+            loader.override_global(globals::BLOCK_LAYOUT, &r.layout, true);
             if let Some(disk) = &r.bio_disk {
-                loader.override_global(probe_common::bio_disk::BIO_DISK_LAYOUT, disk, true);
+                loader.override_global(globals::BIO_DISK_LAYOUT, disk, true);
             }
         }
     }

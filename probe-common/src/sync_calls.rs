@@ -1,5 +1,7 @@
 //! Sync-family system calls: ids, label names, map keys and values.
 
+pub mod layout;
+
 use crate::user_pod;
 
 /// The sync calls wbscope times. Discriminants are part of the map ABI: never reuse one.
@@ -154,12 +156,25 @@ mod tests {
     }
 }
 
-/// Maps of the sync-call family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
-    pub const SYNC_INFLIGHT: &str = "SYNC_INFLIGHT";
     pub const SYNC_CALL_LATENCY: &str = "SYNC_CALL_LATENCY";
     pub const SYNC_CALL_LATENCY_ANON: &str = "SYNC_CALL_LATENCY_ANON";
     pub const SFR_CALLS: &str = "SFR_CALLS";
     pub const URING_INFLIGHT: &str = "URING_INFLIGHT";
+}
+
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
+    pub const FSYNC_ENTER_FMT: &str = "FSYNC_ENTER_FMT";
+    pub const FDATASYNC_ENTER_FMT: &str = "FDATASYNC_ENTER_FMT";
+    pub const SFR_ENTER_FMT: &str = "SFR_ENTER_FMT";
+    pub const SYNCFS_ENTER_FMT: &str = "SYNCFS_ENTER_FMT";
+    pub const MSYNC_ENTER_FMT: &str = "MSYNC_ENTER_FMT";
+    pub const EXT4_SYNC_FILE_FMT: &str = "EXT4_SYNC_FILE_FMT";
+    pub const XFS_FILE_FSYNC_FMT: &str = "XFS_FILE_FSYNC_FMT";
+    pub const IO_URING_LAYOUT: &str = "IO_URING_LAYOUT";
+    pub const SYSCALL_ARG_REGS: &str = "SYSCALL_ARG_REGS";
 }

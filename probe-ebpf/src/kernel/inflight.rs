@@ -11,9 +11,9 @@
 //! storage needs no such bound: a thread's value goes away with the thread.
 
 use aya_ebpf::{macros::map, maps::LruHashMap};
-use probe_common::stall::InflightSync;
+use probe_common::stall_events::InflightSync;
 
-use crate::task_storage::{self, task_storage};
+use super::task_storage::{self, task_storage};
 
 task_storage! {
     /// Calls in flight, per thread (task storage kernels).

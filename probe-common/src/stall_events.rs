@@ -130,7 +130,7 @@ const _: () = assert!(core::mem::size_of::<OpenCall>() == 40);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InflightSync {
-    pub start: crate::sync_call::SyncStart,
+    pub start: crate::sync_calls::SyncStart,
     pub open: OpenCall,
     /// Non-zero once a per-folio writeback pass (`wbc_writepage`) was opened inside this call:
     /// only then does the exit have a pass to forget.
@@ -187,12 +187,18 @@ user_pod!(
     DevBusy
 );
 
-/// Names of the maps and load-time globals in the eBPF object.
-pub mod names {
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
+    pub const STALL_LAYOUT: &str = "STALL_LAYOUT";
+}
+
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
     pub const STALL_EVENTS: &str = "STALL_EVENTS";
     pub const STALL_CONFIG: &str = "STALL_CONFIG";
     pub const STALL_DROPS: &str = "STALL_DROPS";
-    pub const STALL_LAYOUT: &str = "STALL_LAYOUT";
     pub const DEV_BUSY: &str = "DEV_BUSY";
 }
 

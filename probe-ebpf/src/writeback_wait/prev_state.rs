@@ -14,11 +14,11 @@
 //! not counted; it was a short one.
 
 use aya_ebpf::{Global, programs::BtfTracePointContext};
-use probe_common::task::PrevStateSource;
+use probe_common::writeback_wait::PrevStateSource;
 
-use crate::btf_load::load;
+use crate::kernel::btf_load::load;
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static PREV_STATE_SOURCE: Global<PrevStateSource> = Global::new(PrevStateSource {

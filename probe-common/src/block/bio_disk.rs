@@ -32,6 +32,3 @@ pub struct BioDiskLayout {
 const _: () = assert!(core::mem::size_of::<BioDiskLayout>() == 40);
 
 user_pod!(BioDiskLayout);
-
-/// Name of the load-time global in the eBPF object.
-pub const BIO_DISK_LAYOUT: &str = "BIO_DISK_LAYOUT";

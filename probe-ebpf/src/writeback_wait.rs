@@ -23,6 +23,8 @@
 //! have an entry. Kernels before 5.18 have no `prev_state` argument; `prev_state` reads the
 //! task's state there.
 
+mod prev_state;
+
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
@@ -33,27 +35,26 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::{
-    dirty::{FolioWaitLayout, PendingWait},
     hist::Log2Hist,
     map_overflow,
+    writeback_wait::{FolioWaitLayout, PendingWait},
 };
 
 use crate::{
-    btf_load::load,
     hist::{record, value_or_insert},
-    task_storage::{self, task_storage},
+    kernel::{
+        btf_load::load,
+        fd_dev::dev_of_typed_inode,
+        task_storage::{self, task_storage},
+    },
 };
 
 /// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
-// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+// `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
 pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLayout {
     mapping_host: 0,
-    inode_i_mode: 0,
-    inode_i_rdev: 0,
-    inode_i_sb: 0,
-    sb_s_dev: 0,
     task_pid: 0,
     task_uninterruptible: 0,
     resolved: 0,
@@ -69,10 +70,6 @@ const MAX_GAP_NS: u64 = 1_000_000;
 /// `BPF_NOEXIST`: the entry is new only if the insert creates it, which keeps the pending
 /// counter exact.
 const BPF_NOEXIST: u64 = 1;
-
-/// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
-const S_IFMT: u16 = 0o170000;
-const S_IFBLK: u16 = 0o060000;
 
 task_storage! {
     /// The wait in progress of each thread (task storage kernels); `start_ns == 0`: none.
@@ -168,7 +165,7 @@ fn forget(tid: u32) {
 }
 
 /// The kernel dev_t of `mapping`'s inode: its filesystem's, or the device's own for block device
-/// inodes (whose superblock is the bdev pseudo-filesystem).
+/// inodes (the shared inode → device resolution, `kernel::fd_dev`).
 #[inline(always)]
 fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
     // The verifier types the argument as a maybe-null trusted pointer and allows the offset
@@ -176,19 +173,7 @@ fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
     if mapping == 0 {
         return None;
     }
-    let inode: u64 = load(mapping, l.mapping_host);
-    if inode == 0 {
-        return None;
-    }
-    let mode: u16 = load(inode, l.inode_i_mode);
-    if mode & S_IFMT == S_IFBLK {
-        return Some(load(inode, l.inode_i_rdev));
-    }
-    let sb: u64 = load(inode, l.inode_i_sb);
-    if sb == 0 {
-        return None;
-    }
-    Some(load(sb, l.sb_s_dev))
+    dev_of_typed_inode(load(mapping, l.mapping_host))
 }
 
 #[inline(always)]
@@ -245,7 +230,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     if may_wait(prev_tid)
         && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
     {
-        let prev_state = crate::prev_state::prev_state(ctx, prev)?;
+        let prev_state = prev_state::prev_state(ctx, prev)?;
         // SAFETY: map value pointer, valid for this program run.
         let wait = unsafe { &mut *wait };
         if prev_state != 0 {
@@ -287,7 +272,7 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
     let prev = ctx.arg::<u64>(1);
     // Only a switch-out in a state other than running (a preemption, or the idle task) may be
     // the wait's sleep or end it: the state, an argument, is checked before any lookup.
-    let prev_state = crate::prev_state::prev_state(ctx, prev)?;
+    let prev_state = prev_state::prev_state(ctx, prev)?;
     if prev_state != 0
         && has_storage(prev)
         && let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false)

@@ -1,5 +1,8 @@
-//! Load-time globals: kernel layout facts resolved by the daemon (see `probe_common::layout`).
-//! All-zero values mean "not resolved", and the probes that need them do nothing.
+//! The load-time globals of the bottom that every family reads: the inode → device layout and
+//! the daemon's own tgid (see `probe_common::kernel`). All-zero values mean "not resolved", and
+//! the probes that need them do nothing.
+//!
+//! Families declare their own globals next to their probes, each with the same `#[used]`:
 //!
 //! Every global is `#[used]`: `Global<T>` is an immutable constant to LLVM, so without it the
 //! constant-merge pass may fold a promoted constant of the same bytes (e.g. the `&0` a map
@@ -9,34 +12,7 @@
 //! which aya handles like `.rodata`).
 
 use aya_ebpf::Global;
-use probe_common::layout::{FdDevLayout, SysEnterFdFormat, WbWorkFormat};
-
-#[unsafe(no_mangle)]
-#[used]
-pub static WB_WORK_FMT: Global<WbWorkFormat> = Global::new(WbWorkFormat {
-    name: 0,
-    nr_pages: 0,
-    sb_dev: 0,
-    sync_mode: 0,
-    for_kupdate: 0,
-    range_cyclic: 0,
-    for_background: 0,
-    reason: 0,
-});
-
-#[unsafe(no_mangle)]
-#[used]
-pub static FSYNC_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
-    fd: 0,
-    _reserved: 0,
-});
-
-#[unsafe(no_mangle)]
-#[used]
-pub static FDATASYNC_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
-    fd: 0,
-    _reserved: 0,
-});
+use probe_common::kernel::{FdDevLayout, InodeDevLayout};
 
 #[unsafe(no_mangle)]
 #[used]
@@ -46,11 +22,15 @@ pub static FD_DEV_LAYOUT: Global<FdDevLayout> = Global::new(FdDevLayout {
     fdt_max_fds: 0,
     fdt_fd: 0,
     file_f_inode: 0,
-    inode_i_mode: 0,
-    inode_i_rdev: 0,
-    inode_i_sb: 0,
-    sb_s_dev: 0,
     resolved: 0,
+    inode: InodeDevLayout {
+        inode_i_mode: 0,
+        inode_i_rdev: 0,
+        inode_i_sb: 0,
+        sb_s_dev: 0,
+        resolved: 0,
+        _reserved: 0,
+    },
 });
 
 /// The daemon's own tgid: its I/O is not what the operator is looking at.

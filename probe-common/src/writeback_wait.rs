@@ -1,33 +1,6 @@
-//! Dirty throttling (`balance_dirty_pages` pauses) and waits on pages under writeback: load-time
-//! layouts, map keys and values.
+//! Waits on pages under writeback: the load-time layouts, the pending-wait value and the names.
 
-use crate::{user_pod, writeback::BDI_NAME_LEN};
-
-/// What the `writeback:balance_dirty_pages` probe needs, resolved by the daemon: two field
-/// offsets from the event's format file and the unit of `pause`.
-///
-/// `include/trace/events/writeback.h`, `TRACE_EVENT(balance_dirty_pages, …)`:
-/// `char bdi[32]; … long pause; …`. The sleep is `pause` jiffies, but the event records it as
-/// `pause * 1000 / HZ`, i.e. in milliseconds (≤ 0 means the task does not sleep).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DirtyThrottleFormat {
-    pub bdi: u32,
-    pub pause: u32,
-    /// Nanoseconds per unit of the recorded `pause` (1 000 000: milliseconds); 0 = unknown.
-    pub pause_unit_ns: u32,
-    pub _reserved: u32,
-}
-const _: () = assert!(core::mem::size_of::<DirtyThrottleFormat>() == 16);
-
-/// Aggregation key of throttling pauses: the bdi name as the tracepoint prints it (`MAJ:MIN`
-/// for block devices), cut at its NUL and zero-padded.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BdiKey {
-    pub bdi: [u8; BDI_NAME_LEN],
-}
-const _: () = assert!(core::mem::size_of::<BdiKey>() == BDI_NAME_LEN);
+use crate::user_pod;
 
 /// Struct member offsets (bytes, from BTF) and one flag value for timing waits on folios under
 /// writeback from `tp_btf/folio_wait_writeback(folio, mapping)` to the waiter's next switch-in
@@ -35,12 +8,9 @@ const _: () = assert!(core::mem::size_of::<BdiKey>() == BDI_NAME_LEN);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FolioWaitLayout {
-    /// `address_space.host` (the inode).
+    /// `address_space.host` (the inode; its device comes from the shared inode → device layout,
+    /// `kernel::InodeDevLayout`).
     pub mapping_host: u32,
-    pub inode_i_mode: u32,
-    pub inode_i_rdev: u32,
-    pub inode_i_sb: u32,
-    pub sb_s_dev: u32,
     /// `task_struct.pid` (the thread id).
     pub task_pid: u32,
     /// `TASK_UNINTERRUPTIBLE` as the running kernel defines it (from the sched_switch format's
@@ -53,7 +23,7 @@ pub struct FolioWaitLayout {
     pub task_bpf_storage: u32,
     pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 40);
+const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 24);
 
 /// A wait on a folio under writeback, kept per thread id from the tracepoint until the thread
 /// runs again.
@@ -73,20 +43,38 @@ pub struct PendingWait {
 }
 const _: () = assert!(core::mem::size_of::<PendingWait>() == 24);
 
-user_pod!(DirtyThrottleFormat, BdiKey, FolioWaitLayout, PendingWait);
+/// Where `tp_btf/sched_switch` finds the state the previous task was switched out in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrevStateSource {
+    /// 1: the `prev_state` argument (#3, since 5.18). 0: the task's own state member, read from
+    /// `prev` (`preempt`, argument #0, stands for state 0: the task stays runnable).
+    pub from_arg: u32,
+    /// Offset of `task_struct.__state` (5.14+) or `task_struct.state` (before).
+    pub task_state: u32,
+    /// Its size: 4 (`unsigned int __state`) or 8 (`long state`).
+    pub task_state_size: u32,
+    /// Non-zero once the daemon has filled in the fields above.
+    pub resolved: u32,
+}
+const _: () = assert!(core::mem::size_of::<PrevStateSource>() == 16);
 
-/// Names of this module's load-time globals in the eBPF object.
+user_pod!(FolioWaitLayout, PendingWait, PrevStateSource);
+
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
 pub mod globals {
-    pub const DIRTY_THROTTLE_FMT: &str = "DIRTY_THROTTLE_FMT";
     pub const FOLIO_WAIT_LAYOUT: &str = "FOLIO_WAIT_LAYOUT";
+    pub const PREV_STATE_SOURCE: &str = "PREV_STATE_SOURCE";
 }
 
-/// Maps of the dirty-throttle and writeback-wait families: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
-    pub const DIRTY_THROTTLE_PAUSE: &str = "DIRTY_THROTTLE_PAUSE";
     pub const WRITEBACK_WAIT: &str = "WRITEBACK_WAIT";
     pub const FOLIO_WAITS: &str = "FOLIO_WAITS";
     pub const FOLIO_WAITS_PENDING: &str = "FOLIO_WAITS_PENDING";
     pub const FOLIO_WAIT_BUCKETS: &str = "FOLIO_WAIT_BUCKETS";
+    /// Task storage (see `kernel::maps`).
+    pub const FOLIO_WAIT_TASK: &str = "FOLIO_WAIT_TASK";
 }

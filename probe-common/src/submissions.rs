@@ -1,7 +1,7 @@
 //! Writeback submissions (writepages passes) by device, sync mode and caller: ids, label names,
 //! map keys and values, and the layout globals of their probes.
 
-use crate::{sync_call::SyncSyscall, user_pod};
+use crate::{sync_calls::SyncSyscall, user_pod};
 
 /// Who a writepages pass ran for. Discriminants are part of the map ABI: never reuse one.
 #[repr(u32)]
@@ -134,18 +134,17 @@ pub struct PassState {
 const _: () = assert!(core::mem::size_of::<PassState>() == 40);
 
 /// Where `tp_btf/ext4_writepages_result(struct inode *inode, struct writeback_control *wbc,
-/// int ret, int pages_written)` finds what the classic record holds: `inode->i_sb->s_dev` and
-/// `wbc->sync_mode` (BTF member offsets); `pages_written` is the fourth argument (the daemon
-/// checks the prototype). Zero `resolved` means "not resolved".
+/// int ret, int pages_written)` finds what the classic record holds: the inode's device (the
+/// classic record's `inode->i_sb->s_dev`, through the shared inode → device layout,
+/// `kernel::InodeDevLayout`) and `wbc->sync_mode` (a BTF member offset); `pages_written` is the
+/// fourth argument (the daemon checks the prototype). Zero `resolved` means "not resolved".
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ext4WritepagesResultFormat {
-    pub inode_i_sb: u32,
-    pub sb_s_dev: u32,
     pub wbc_sync_mode: u32,
     pub resolved: u32,
 }
-const _: () = assert!(core::mem::size_of::<Ext4WritepagesResultFormat>() == 16);
+const _: () = assert!(core::mem::size_of::<Ext4WritepagesResultFormat>() == 8);
 
 /// BTF offsets for the `tp_btf/wbc_writepage` probe and the caller classification.
 ///
@@ -189,7 +188,8 @@ user_pod!(
     WbcLayout
 );
 
-/// Names of this family's load-time globals in the eBPF object.
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
 pub mod globals {
     pub const EXT4_WP_RESULT_FMT: &str = "EXT4_WP_RESULT_FMT";
     pub const WBC_LAYOUT: &str = "WBC_LAYOUT";
@@ -223,10 +223,14 @@ mod tests {
     }
 }
 
-/// Maps of the submissions family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const WB_SUBMISSIONS: &str = "WB_SUBMISSIONS";
     pub const FLUSHER_INODE: &str = "FLUSHER_INODE";
     pub const PASSES: &str = "PASSES";
+    /// Task storage (see `kernel::maps`).
+    pub const FLUSHER_TASK: &str = "FLUSHER_TASK";
+    /// Task storage (see `kernel::maps`).
+    pub const PASS_TASK: &str = "PASS_TASK";
 }

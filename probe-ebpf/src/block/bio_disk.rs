@@ -1,13 +1,13 @@
 //! A bio's partition device on kernels before 5.12 (`bio->bi_disk` + `bio->bi_partno`, see
-//! `probe_common::bio_disk`). The disk is reached by plain loads through the BTF-typed bio;
+//! `probe_common::block::bio_disk`). The disk is reached by plain loads through the BTF-typed bio;
 //! the partition table slot is a variable offset, read with `bpf_probe_read_kernel`.
 
 use aya_ebpf::Global;
-use probe_common::bio_disk::BioDiskLayout;
+use probe_common::block::bio_disk::BioDiskLayout;
 
-use crate::btf_load::{load, read};
+use crate::kernel::btf_load::{load, read};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static BIO_DISK_LAYOUT: Global<BioDiskLayout> = Global::new(BioDiskLayout {

@@ -5,8 +5,9 @@
 
 use crate::user_pod;
 
-/// Map names shared by the probes and the daemon.
-pub mod names {
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
     /// `LruHashMap<u32 (tgid), ProcStats>`.
     pub const TOP_PROCESSES: &str = "TOP_PROCESSES";
 }

@@ -1,4 +1,4 @@
-//! Kernel layout facts for the sync-call probes beyond fsync/fdatasync, resolved by the daemon at
+//! Kernel layout facts for the sync-call probes, resolved by the daemon at
 //! start-up (tracefs formats, BTF) and injected as load-time globals. All-zero means "not
 //! resolved": the probe that needs it does nothing.
 
@@ -44,6 +44,16 @@ pub struct IoUringLayout {
 }
 const _: () = assert!(core::mem::size_of::<IoUringLayout>() == 32);
 
+/// Offset of the `fd` argument in a `syscalls:sys_enter_<call>` record for calls whose first
+/// argument is a file descriptor (`fsync`, `fdatasync`, `syncfs`, `sync_file_range`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SysEnterFdFormat {
+    pub fd: u32,
+    pub _reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<SysEnterFdFormat>() == 8);
+
 /// Where a syscall's arguments are in the `struct pt_regs` its x86-64 wrapper
 /// (`__x64_sys_<call>(const struct pt_regs *regs)`) receives, for the fentry sync-call programs:
 /// the BTF offsets of `di`, `si`, `dx` and `r10`, the registers of arguments 1 to 4 in the
@@ -58,15 +68,10 @@ pub struct SyscallArgRegs {
 }
 const _: () = assert!(core::mem::size_of::<SyscallArgRegs>() == 24);
 
-user_pod!(SfrEnterFormat, FieldFormat, IoUringLayout, SyscallArgRegs);
-
-/// Names of this family's load-time globals in the eBPF object.
-pub mod globals {
-    pub const SFR_ENTER_FMT: &str = "SFR_ENTER_FMT";
-    pub const SYNCFS_ENTER_FMT: &str = "SYNCFS_ENTER_FMT";
-    pub const MSYNC_ENTER_FMT: &str = "MSYNC_ENTER_FMT";
-    pub const EXT4_SYNC_FILE_FMT: &str = "EXT4_SYNC_FILE_FMT";
-    pub const XFS_FILE_FSYNC_FMT: &str = "XFS_FILE_FSYNC_FMT";
-    pub const IO_URING_LAYOUT: &str = "IO_URING_LAYOUT";
-    pub const SYSCALL_ARG_REGS: &str = "SYSCALL_ARG_REGS";
-}
+user_pod!(
+    SysEnterFdFormat,
+    SfrEnterFormat,
+    FieldFormat,
+    IoUringLayout,
+    SyscallArgRegs
+);

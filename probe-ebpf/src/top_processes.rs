@@ -12,7 +12,7 @@ use aya_ebpf::{
     macros::map,
     maps::LruPerCpuHashMap,
 };
-use probe_common::top::{ProcStats, TOP_PROCESSES_MAX};
+use probe_common::top_processes::{ProcStats, TOP_PROCESSES_MAX};
 
 /// Totals by tgid. Read by the daemon for `GET /top/processes`.
 #[map]

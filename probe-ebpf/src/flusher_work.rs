@@ -20,7 +20,7 @@ use probe_common::{
     writeback::{WB_SYNC_ALL, WbKey},
 };
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static WORK_QUEUER_LAYOUT: Global<WorkQueuerLayout> = Global::new(WorkQueuerLayout {

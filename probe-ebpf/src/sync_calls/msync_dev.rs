@@ -13,9 +13,9 @@
 use aya_ebpf::{
     Global, helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
 };
-use probe_common::{sync_call::SyncSyscall, sync_layout::FieldFormat};
+use probe_common::{sync_calls::SyncSyscall, sync_calls::layout::FieldFormat};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static EXT4_SYNC_FILE_FMT: Global<FieldFormat> = Global::new(FieldFormat {
@@ -23,7 +23,7 @@ static EXT4_SYNC_FILE_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     _reserved: 0,
 });
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static XFS_FILE_FSYNC_FMT: Global<FieldFormat> = Global::new(FieldFormat {
@@ -49,7 +49,7 @@ fn fill_msync_dev(ctx: &TracePointContext, dev_offset: u32) {
         return;
     }
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(start) = crate::inflight::current(tid) else {
+    let Some(start) = crate::kernel::inflight::current(tid) else {
         return;
     };
     // SAFETY: a value pointer of this map, valid for this program run; only this thread writes

@@ -2,7 +2,7 @@
 //! the flusher work item or the task call it was submitted for. Ids, label names, map key and
 //! value, and the layout global of the probe side (`probe-ebpf/src/device_writes.rs`).
 
-use crate::{submission::WbCaller, user_pod};
+use crate::{submissions::WbCaller, user_pod};
 
 /// Whom a write bio was submitted for. Discriminants are part of the map ABI: never reuse one.
 #[repr(u8)]
@@ -162,16 +162,22 @@ pub const fn counts_as_written(op: u32, l: &DevWriteLayout) -> bool {
 
 user_pod!(DevWriteKey, DevWriteStats, DevWriteLayout);
 
-/// Names in the eBPF object.
-pub mod names {
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
     pub const DEV_WRITE_LAYOUT: &str = "DEV_WRITE_LAYOUT";
+}
+
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
     pub const DEVICE_WRITES: &str = "DEVICE_WRITES";
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync_call::SyncSyscall;
+    use crate::sync_calls::SyncSyscall;
 
     #[test]
     fn raw_ids_round_trip_and_syscalls_map() {

@@ -7,11 +7,11 @@
 //! this kernel supports, so the unknown helper in the other one does not fail the program.
 
 use aya_ebpf::{Global, helpers::generated};
-use probe_common::task::CurrentTask;
+use probe_common::kernel::CurrentTask;
 
-use crate::btf_load::{load, read};
+use super::btf_load::{load, read};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static CURRENT_TASK: Global<CurrentTask> = Global::new(CurrentTask {
@@ -40,6 +40,14 @@ pub fn member<T>(offset: u32) -> Option<T> {
         }
         read(task + offset as u64)
     }
+}
+
+/// Whether the current task is a kernel thread (it has no `mm`), `task_mm` being the offset of
+/// `task_struct.mm` that the daemon resolves once (`KernelInfo::task_mm`) and every family that
+/// asks copies into its layout; `None` if the task cannot be read.
+#[inline(always)]
+pub fn is_kernel_thread(task_mm: u32) -> Option<bool> {
+    member::<u64>(task_mm).map(|mm| mm == 0)
 }
 
 /// Whether members of the current task, and the typed pointers loaded from it, may be read

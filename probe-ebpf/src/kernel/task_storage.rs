@@ -25,8 +25,8 @@ macro_rules! task_storage {
         /// The BTF map definition libbpf and aya read: only the members' types carry meaning.
         #[repr(C)]
         $vis struct $def {
-            r#type: *const [i32; $crate::task_storage::MAP_TYPE_TASK_STORAGE],
-            map_flags: *const [i32; $crate::task_storage::NO_PREALLOC],
+            r#type: *const [i32; $crate::kernel::task_storage::MAP_TYPE_TASK_STORAGE],
+            map_flags: *const [i32; $crate::kernel::task_storage::NO_PREALLOC],
             key: *const i32,
             value: *const $value,
         }
@@ -51,7 +51,7 @@ pub(crate) use task_storage;
 /// Whether this kernel's programs use task storage (a frozen global the daemon sets).
 #[inline(always)]
 pub fn available() -> bool {
-    crate::current_task::task_storage()
+    super::current_task::task_storage()
 }
 
 /// The value of `map` for the BTF-typed task `task` (the current task if 0), created zeroed with

@@ -19,15 +19,16 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::{
-    sync_call::{IORING_FSYNC_DATASYNC, SyncStart, SyncSyscall},
-    sync_layout::IoUringLayout,
+    sync_calls::layout::IoUringLayout,
+    sync_calls::{IORING_FSYNC_DATASYNC, SyncStart, SyncSyscall},
 };
 
 use crate::{
-    btf_load::read, fd_dev::dev_of_file, globals::is_ignored_tgid, sync_calls::record_latency,
+    kernel::{btf_load::read, fd_dev::dev_of_file, globals::is_ignored_tgid},
+    sync_calls::record_latency,
 };
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static IO_URING_LAYOUT: Global<IoUringLayout> = Global::new(IoUringLayout {
