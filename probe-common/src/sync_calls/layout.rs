@@ -57,15 +57,21 @@ const _: () = assert!(core::mem::size_of::<SysEnterFdFormat>() == 8);
 /// Where a syscall's arguments are in the `struct pt_regs` its x86-64 wrapper
 /// (`__x64_sys_<call>(const struct pt_regs *regs)`) receives, for the fentry sync-call programs:
 /// the BTF offsets of `di`, `si`, `dx` and `r10`, the registers of arguments 1 to 4 in the
-/// syscall ABI. `resolved == 0`: unknown (another architecture, or no BTF), and the fentry path
-/// is not used.
+/// syscall ABI, and of `orig_ax`, the system call's number. `resolved == 0`: unknown (another
+/// architecture, or no BTF), and the fentry path is not used.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyscallArgRegs {
     pub arg: [u32; 4],
     pub resolved: u32,
-    pub _reserved: u32,
+    pub nr: u32,
 }
+
+/// `__NR_sync` in the x86-64 system call table (arch/x86/entry/syscalls/syscall_64.tbl, UAPI).
+/// `__do_sys_sync`, which the sync(2) fentry program attaches to, also runs for the 32-bit
+/// entries (ia32 number 36, x32 with `__X32_SYSCALL_BIT` set), which the `syscalls:` tracepoints
+/// leave out; comparing `orig_ax` with this number leaves them out too.
+pub const X86_64_NR_SYNC: u64 = 162;
 const _: () = assert!(core::mem::size_of::<SyscallArgRegs>() == 24);
 
 user_pod!(

@@ -4,8 +4,9 @@
 //! to the host's other system calls: only the traced function jumps to its trampoline.
 //!
 //! The wrappers run once per system call, between the `sys_enter` and `sys_exit` tracepoints,
-//! and receive the caller's registers (`const struct pt_regs *regs`); the arguments are read
-//! from them with plain loads at the BTF offsets the daemon resolves (`SYSCALL_ARG_REGS`). The
+//! and receive the caller's registers (`const struct pt_regs *regs`); the arguments (and sync's
+//! system call number) are read from them with plain loads at the BTF offsets the daemon
+//! resolves (`SYSCALL_ARG_REGS`). The
 //! rest is the tracepoint path's own [`begin_fd`] … [`exit`], so both paths count the same calls.
 
 use aya_ebpf::{
@@ -13,7 +14,10 @@ use aya_ebpf::{
     macros::{fentry, fexit},
     programs::{FEntryContext, FExitContext},
 };
-use probe_common::sync_calls::{SyncSyscall, layout::SyscallArgRegs};
+use probe_common::sync_calls::{
+    SyncSyscall,
+    layout::{SyscallArgRegs, X86_64_NR_SYNC},
+};
 
 use super::{begin_fd, begin_msync, begin_sfr, enter_sync, exit, traced_tid};
 use crate::kernel::btf_load::load;
@@ -24,15 +28,21 @@ use crate::kernel::btf_load::load;
 static SYSCALL_ARG_REGS: Global<SyscallArgRegs> = Global::new(SyscallArgRegs {
     arg: [0; 4],
     resolved: 0,
-    _reserved: 0,
+    nr: 0,
 });
 
 /// Argument `N` (0-based, at most 3) of the system call whose wrapper received `ctx`, or `None`
 /// when the register offsets are unknown.
 #[inline(always)]
 fn syscall_arg<const N: usize>(ctx: &FEntryContext) -> Option<u64> {
-    let regs = SYSCALL_ARG_REGS.load();
-    if regs.resolved == 0 {
+    register(ctx, SYSCALL_ARG_REGS.load().arg[N])
+}
+
+/// The saved register at `offset` of the `struct pt_regs` the wrapper received, or `None` when
+/// the register offsets are unknown.
+#[inline(always)]
+fn register(ctx: &FEntryContext, offset: u32) -> Option<u64> {
+    if SYSCALL_ARG_REGS.load().resolved == 0 {
         return None;
     }
     // The wrapper's only argument, a BTF-typed `struct pt_regs *`: its members are plain loads.
@@ -40,7 +50,7 @@ fn syscall_arg<const N: usize>(ctx: &FEntryContext) -> Option<u64> {
     if pt_regs == 0 {
         return None;
     }
-    Some(load(pt_regs, regs.arg[N]))
+    Some(load(pt_regs, offset))
 }
 
 #[inline(always)]
@@ -107,10 +117,13 @@ pub fn fexit_sync_file_range(ctx: FExitContext) -> u32 {
     0
 }
 
-/// sync(2) reads no argument, so the program fits `__x64_sys_sync` and `__do_sys_sync` alike.
+/// sync(2): `__x64_sys_sync` where BTF lists it, else `__do_sys_sync`, its body, which the
+/// 32-bit entries run too; only the x86-64 system call is timed, as by the tracepoints.
 #[fentry]
-pub fn fentry_sync(_ctx: FEntryContext) -> u32 {
-    enter_sync();
+pub fn fentry_sync(ctx: FEntryContext) -> u32 {
+    if register(&ctx, SYSCALL_ARG_REGS.load().nr) == Some(X86_64_NR_SYNC) {
+        enter_sync();
+    }
     0
 }
 

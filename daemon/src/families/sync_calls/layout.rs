@@ -39,7 +39,8 @@ pub fn sfr_enter(kernel: &KernelInfo) -> Result<SfrEnterFormat, LayoutError> {
 }
 
 /// The `struct pt_regs` members holding syscall arguments 1 to 4 on x86-64 (`di`, `si`, `dx`,
-/// `r10`: the syscall ABI, which passes the fourth in `r10` rather than the C ABI's `rcx`), for
+/// `r10`: the syscall ABI, which passes the fourth in `r10` rather than the C ABI's `rcx`) and
+/// the system call's number (`orig_ax`), for
 /// the fentry programs on the `__x64_sys_*` wrappers. Other architectures name their registers
 /// differently and their wrappers too, so there the sync calls stay on their tracepoints.
 pub fn syscall_arg_regs(kernel: &KernelInfo) -> Result<SyscallArgRegs, LayoutError> {
@@ -54,7 +55,7 @@ pub fn syscall_arg_regs(kernel: &KernelInfo) -> Result<SyscallArgRegs, LayoutErr
     Ok(SyscallArgRegs {
         arg: [reg("di")?, reg("si")?, reg("dx")?, reg("r10")?],
         resolved: 1,
-        _reserved: 0,
+        nr: reg("orig_ax")?,
     })
 }
 

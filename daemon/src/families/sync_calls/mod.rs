@@ -166,15 +166,16 @@ impl Family for SyncCalls {
 
     fn fentry_gap(&self, probe: &ProbeSpec) -> Option<String> {
         match probe.fentry.map(|f| f.program) {
-            // These read syscall arguments from the wrapper's registers.
+            // These read syscall arguments (or, for sync(2), the number) from the registers.
             Some(
                 "fentry_fsync"
                 | "fentry_fdatasync"
                 | "fentry_syncfs"
                 | "fentry_sync_file_range"
-                | "fentry_msync",
+                | "fentry_msync"
+                | "fentry_sync",
             ) => gap_of(&self.syscall_arg_regs),
-            // fexit programs and sync(2) read no argument.
+            // fexit programs read nothing.
             _ => None,
         }
     }
