@@ -2,7 +2,7 @@
 //! at `block_bio_queue` (a probe of the block family, which calls `probe-ebpf/src/
 //! device_writes.rs`) by the flusher work or the task call that submitted it. Exports
 //! `wbscope_device_write_bytes_total` and `wbscope_device_write_bios_total`; the stall context
-//! samples the same map (`stalls::context`).
+//! samples the same map (`families::stall_events::context`).
 
 use std::collections::BTreeMap;
 

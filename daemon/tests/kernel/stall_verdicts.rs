@@ -7,7 +7,7 @@ use std::{io::Write, os::fd::AsFd, path::Path, process::Command, time::Duration}
 
 use serde_json::Value;
 use testkit::{FsKind, LoopFs, metrics::http_get, workload};
-use wbscope::{Config, stalls::StallsConfig};
+use wbscope::{Config, families::stall_events::StallsConfig};
 
 use crate::{
     harness::TestDaemon,

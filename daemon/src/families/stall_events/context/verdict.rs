@@ -1,7 +1,7 @@
 //! The one-line verdict of a stall: where the caller waited, and behind whose writes.
 
 use super::{SourceShare, StallContext};
-use crate::stalls::event::Stall;
+use crate::families::stall_events::event::Stall;
 
 /// Where the time went, by the largest part of the breakdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +170,7 @@ pub fn verdict(s: &Stall, ctx: Option<&StallContext>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stalls::context::WorkItem;
+    use crate::families::stall_events::context::WorkItem;
 
     fn stall() -> Stall {
         Stall {

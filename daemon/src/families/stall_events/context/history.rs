@@ -13,13 +13,13 @@ use probe_common::{device_writes::DevWriteKey, flusher_work::WorkRecord};
 
 use super::{SourceShare, StallContext, WorkItem};
 use crate::{
+    families::stall_events::event::{monotonic_now_ns, monotonic_to_unix},
     families::{
         device_writes::{DeviceWriteReader, raw_order},
         dirty_memory::parse::byte_values,
         writeback::{bdi_name, sync_mode_label},
     },
     kernel::{debugfs, devices},
-    stalls::event::{monotonic_now_ns, monotonic_to_unix},
 };
 
 /// How far back samples and work items are kept: a stall longer than this gets a window that
