@@ -21,7 +21,7 @@ use aya_ebpf::{
     EbpfContext,
     helpers::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
-    maps::{LruHashMap, PerCpuHashMap},
+    maps::{LruHashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
@@ -29,9 +29,10 @@ use probe_common::block::{
     HAS_START_TIME, HAS_STATS_FLAG, RqStats,
 };
 use probe_common::map_overflow;
+use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
-    hist::{record, value_or_insert},
+    hist::{record, slot_or_insert, value_or_insert},
     kernel::btf_load::load,
 };
 
@@ -64,6 +65,11 @@ static BLOCK_RQ_STATS: PerCpuHashMap<BlockKey, RqStats> = PerCpuHashMap::with_ma
 #[map]
 static BLOCK_BIO_COUNTS: PerCpuHashMap<BlockKey, BioCounts> =
     PerCpuHashMap::with_max_entries(4096, 0);
+
+/// The slots in front of [`BLOCK_BIO_COUNTS`] (`probe_common::slots`): every bio updates one, so
+/// a host's few busy (device, op) keys are counted without a hash lookup.
+#[map]
+static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
 /// Issue time by request address, for requests the kernel does not time itself. LRU, so
 /// requests whose completion is never seen (attach races, driver timeouts) cannot fill it.
@@ -341,7 +347,8 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         sync: 0,
     };
     crate::device_writes::bio_queued(bio, dev, key.op as u32);
-    let c = value_or_insert(
+    let c = slot_or_insert(
+        &BLOCK_BIO_SLOTS,
         &BLOCK_BIO_COUNTS,
         &key,
         &BioCounts::ZERO,

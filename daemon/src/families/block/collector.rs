@@ -18,11 +18,12 @@ use prometheus::{
 use crate::{
     kernel::devices,
     metrics::detail::Detail,
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::{MapErrors, Slotted, describe, proto::MetricBuilder, read_per_cpu_hash},
 };
 
 // The object names its maps after these (checked by `probes::object_names`).
 pub use probe_common::block::maps::BLOCK_BIO_COUNTS as BIO_COUNTS;
+pub use probe_common::block::maps::BLOCK_BIO_SLOTS as BIO_SLOTS;
 pub use probe_common::block::maps::BLOCK_RQ_STATS as RQ_STATS;
 
 const REQUESTS: &str = "wbscope_block_requests_total";
@@ -72,7 +73,7 @@ const FAMILIES: &[(&str, &str)] = &[
 /// The family's maps; `None` when missing from the object (counted as a read error).
 pub struct Maps {
     pub rq_stats: Option<PerCpuHashMap<MapData, BlockKey, RqStats>>,
-    pub bio_counts: Option<PerCpuHashMap<MapData, BlockKey, BioCounts>>,
+    pub bio_counts: Slotted<BlockKey, BioCounts>,
 }
 
 /// Everything read from the maps in one scrape, CPUs already summed.
@@ -113,14 +114,11 @@ impl BlockCollector {
         )
         .unwrap_or_default();
         let mut snap = split(rq_stats);
-        snap.bio_counts = read_per_cpu_hash(
-            BIO_COUNTS,
-            self.maps.bio_counts.as_ref(),
-            e,
-            |acc: &mut BioCounts, v| acc.merge(v),
-            BioCounts::ZERO,
-        )
-        .unwrap_or_default();
+        snap.bio_counts = self
+            .maps
+            .bio_counts
+            .read(e, |acc: &mut BioCounts, v| acc.merge(v), BioCounts::ZERO)
+            .unwrap_or_default();
         snap
     }
 }

@@ -120,7 +120,10 @@ impl Family for Block {
         };
         let maps = collector::Maps {
             rq_stats: take(ebpf, ctx, collector::RQ_STATS),
-            bio_counts: take(ebpf, ctx, collector::BIO_COUNTS),
+            bio_counts: {
+                ctx.map_errors.register(collector::BIO_COUNTS);
+                crate::metrics::Slotted::take(ebpf, collector::BIO_SLOTS, collector::BIO_COUNTS)
+            },
         };
         vec![Box::new(collector::BlockCollector::new(
             maps,
