@@ -222,7 +222,8 @@ user_pod!(
     RqCounts,
     BioCounts,
     RqStats,
-    crate::slots::Slot<BioCounts>
+    crate::slots::Slot<BioCounts>,
+    crate::slots::Slot<RqStats>
 );
 const _: () =
     assert!(core::mem::size_of::<crate::slots::Slot<BioCounts>>() == 16 + (1 + FLAG_COUNT) * 8);
@@ -275,6 +276,8 @@ pub mod maps {
     pub const BLOCK_BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
     /// The slot array in front of it (`crate::slots`).
     pub const BLOCK_BIO_SLOTS: &str = "BLOCK_BIO_SLOTS";
+    /// The slot array in front of `BLOCK_RQ_STATS`.
+    pub const BLOCK_RQ_SLOTS: &str = "BLOCK_RQ_SLOTS";
     pub const BLOCK_INFLIGHT: &str = "BLOCK_INFLIGHT";
 }
 

@@ -14,6 +14,7 @@ pub const MAPS: &[&str] = &[
     block::maps::BLOCK_RQ_STATS,
     block::maps::BLOCK_BIO_COUNTS,
     block::maps::BLOCK_BIO_SLOTS,
+    block::maps::BLOCK_RQ_SLOTS,
     block::maps::BLOCK_INFLIGHT,
     device_writes::maps::DEVICE_WRITES,
     device_writes::maps::DEVICE_WRITE_SLOTS,

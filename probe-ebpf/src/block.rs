@@ -32,7 +32,7 @@ use probe_common::map_overflow;
 use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
-    hist::{record, slot_or_insert, value_or_insert},
+    hist::{record, slot_or_insert},
     kernel::btf_load::load,
 };
 
@@ -60,6 +60,11 @@ macro_rules! layout {
 /// flags, errors and both latency histograms.
 #[map]
 static BLOCK_RQ_STATS: PerCpuHashMap<BlockKey, RqStats> = PerCpuHashMap::with_max_entries(4096, 0);
+
+/// The slots in front of [`BLOCK_RQ_STATS`] (`probe_common::slots`): issue and completion of
+/// every request update one.
+#[map]
+static BLOCK_RQ_SLOTS: PerCpuArray<Slot<RqStats>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
 /// Bio counters by (dev, op). Feeds bio-level flags.
 #[map]
@@ -219,7 +224,8 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let key = key(disk_dev(disk)?, rq.opf);
     let op = key.op as u32;
     let t = now();
-    if let Some(v) = value_or_insert(
+    if let Some(v) = slot_or_insert(
+        &BLOCK_RQ_SLOTS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -296,7 +302,8 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     if error == 0 && latency.is_none() {
         return None;
     }
-    let v = value_or_insert(
+    let v = slot_or_insert(
+        &BLOCK_RQ_SLOTS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,

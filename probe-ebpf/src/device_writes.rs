@@ -16,7 +16,8 @@
 //!
 //! Cost per bio: loads of `current->mm` (and, when neither map knows the thread, of the first
 //! word of `current->comm`), one per-thread lookup (task storage where the kernel has it, else
-//! a hash) and one per-CPU hash update: no shared cache line is written.
+//! a hash) and one per-CPU array slot update (the hash on a slot collision, see
+//! `probe_common::slots`): no shared cache line is written.
 
 use aya_ebpf::{
     Global,
