@@ -158,7 +158,7 @@ struct RawConfig {
     /// Probe selection.
     probes: Option<RawProbes>,
     /// Stall events: threshold, flight recorder, event stream.
-    stalls: Option<crate::stalls::config::RawStalls>,
+    stalls: Option<crate::families::stall_events::config::RawStalls>,
     /// What the exposition holds.
     metrics: Option<RawMetrics>,
     /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
@@ -190,7 +190,7 @@ pub struct Config {
     /// never (the `syscalls:` tracepoints).
     pub sync_call_hook: HookChoice,
     /// The `[stalls]` table.
-    pub stalls: crate::stalls::StallsConfig,
+    pub stalls: crate::families::stall_events::StallsConfig,
     /// The `[metrics]` table.
     pub metrics: MetricsConfig,
     /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
@@ -208,7 +208,7 @@ impl Default for Config {
             ignore_own_io: true,
             disabled_probes: Vec::new(),
             sync_call_hook: HookChoice::Auto,
-            stalls: crate::stalls::StallsConfig::default(),
+            stalls: crate::families::stall_events::StallsConfig::default(),
             metrics: MetricsConfig::default(),
             web_config_file: None,
             http: crate::web::limits::HttpLimits::default(),

@@ -204,7 +204,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             ignore_own_io: running.ignore_own_io,
             disabled_probes: running.disabled_probes.clone(),
             sync_call_hook: running.sync_call_hook,
-            stalls: crate::stalls::config::StallsConfig {
+            stalls: crate::families::stall_events::config::StallsConfig {
                 threshold_ns: stalls.threshold_ns,
                 ..running.stalls.clone()
             },

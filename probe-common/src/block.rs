@@ -216,7 +216,17 @@ impl RqStats {
     }
 }
 
-user_pod!(BlockLayout, BlockKey, RqCounts, BioCounts, RqStats);
+user_pod!(
+    BlockLayout,
+    BlockKey,
+    RqCounts,
+    BioCounts,
+    RqStats,
+    crate::slots::Slot<BioCounts>,
+    crate::slots::Slot<RqStats>
+);
+const _: () =
+    assert!(core::mem::size_of::<crate::slots::Slot<BioCounts>>() == 16 + (1 + FLAG_COUNT) * 8);
 
 #[cfg(test)]
 mod tests {
@@ -264,6 +274,10 @@ mod tests {
 pub mod maps {
     pub const BLOCK_RQ_STATS: &str = "BLOCK_RQ_STATS";
     pub const BLOCK_BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
+    /// The slot array in front of it (`crate::slots`).
+    pub const BLOCK_BIO_SLOTS: &str = "BLOCK_BIO_SLOTS";
+    /// The slot array in front of `BLOCK_RQ_STATS`.
+    pub const BLOCK_RQ_SLOTS: &str = "BLOCK_RQ_SLOTS";
     pub const BLOCK_INFLIGHT: &str = "BLOCK_INFLIGHT";
 }
 

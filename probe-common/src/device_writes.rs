@@ -160,7 +160,13 @@ pub const fn counts_as_written(op: u32, l: &DevWriteLayout) -> bool {
     op & 1 == 1 && op != l.op_discard && op != l.op_secure_erase
 }
 
-user_pod!(DevWriteKey, DevWriteStats, DevWriteLayout);
+user_pod!(
+    DevWriteKey,
+    DevWriteStats,
+    DevWriteLayout,
+    crate::slots::Slot<DevWriteStats>
+);
+const _: () = assert!(core::mem::size_of::<crate::slots::Slot<DevWriteStats>>() == 16 + 16);
 
 /// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
 /// daemon sets before load).
@@ -172,6 +178,8 @@ pub mod globals {
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const DEVICE_WRITES: &str = "DEVICE_WRITES";
+    /// The slot array in front of it (`crate::slots`).
+    pub const DEVICE_WRITE_SLOTS: &str = "DEVICE_WRITE_SLOTS";
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Flusher work items with who queued them: one ring-buffer record per executed item, for the
-//! stall context (`daemon/src/stalls/context`). Kernel side: `probe-ebpf/src/flusher_work.rs`.
+//! stall context (`daemon/src/families/stall_events/context`). Kernel side: `probe-ebpf/src/flusher_work.rs`.
 
 use crate::{user_pod, writeback::WbKey};
 

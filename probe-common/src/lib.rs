@@ -16,6 +16,7 @@ pub mod kernel;
 pub mod map_overflow;
 pub mod nfs;
 pub mod object_names;
+pub mod slots;
 pub mod stall_events;
 pub mod submissions;
 pub mod sync_calls;

@@ -13,8 +13,11 @@ use crate::{
 pub const MAPS: &[&str] = &[
     block::maps::BLOCK_RQ_STATS,
     block::maps::BLOCK_BIO_COUNTS,
+    block::maps::BLOCK_BIO_SLOTS,
+    block::maps::BLOCK_RQ_SLOTS,
     block::maps::BLOCK_INFLIGHT,
     device_writes::maps::DEVICE_WRITES,
+    device_writes::maps::DEVICE_WRITE_SLOTS,
     dirty_throttle::maps::DIRTY_THROTTLE_PAUSE,
     flusher_work::maps::WORK_RECORDS,
     flusher_work::maps::RUNNING_WORK,

@@ -16,16 +16,23 @@
 //!
 //! Cost per bio: loads of `current->mm` (and, when neither map knows the thread, of the first
 //! word of `current->comm`), one per-thread lookup (task storage where the kernel has it, else
-//! a hash) and one per-CPU hash update: no shared cache line is written.
+//! a hash) and one per-CPU array slot update (the hash on a slot collision, see
+//! `probe_common::slots`): no shared cache line is written.
 
-use aya_ebpf::{Global, helpers::bpf_get_current_pid_tgid, macros::map, maps::PerCpuHashMap};
+use aya_ebpf::{
+    Global,
+    helpers::bpf_get_current_pid_tgid,
+    macros::map,
+    maps::{PerCpuArray, PerCpuHashMap},
+};
 use probe_common::device_writes::{
     DevWriteKey, DevWriteLayout, DevWriteStats, NO_WORK, WriteSource, counts_as_written,
 };
 use probe_common::map_overflow;
+use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
-    hist::value_or_insert,
+    hist::slot_or_insert,
     kernel::{btf_load::load, current_task, inflight},
     writeback,
 };
@@ -50,6 +57,12 @@ static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
 static DEVICE_WRITES: PerCpuHashMap<DevWriteKey, DevWriteStats> =
     PerCpuHashMap::with_max_entries(2048, 0);
 
+/// The slots in front of [`DEVICE_WRITES`] (`probe_common::slots`): a host's few busy keys are
+/// counted without a hash lookup.
+#[map]
+static DEVICE_WRITE_SLOTS: PerCpuArray<Slot<DevWriteStats>> =
+    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+
 /// Little-endian heads of thread names: io-wq workers (`iou-wrk-<pid>`), jbd2 threads
 /// (`jbd2/<dev>-8`) and workqueue workers (`kworker/…`).
 const IO_WQ_PREFIX: u64 = u64::from_le_bytes(*b"iou-wrk-");
@@ -66,7 +79,8 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
     }
     let bytes: u32 = load(bio, l.bio_bi_size);
     let key = source_key(bio, dev, &l);
-    if let Some(s) = value_or_insert(
+    if let Some(s) = slot_or_insert(
+        &DEVICE_WRITE_SLOTS,
         &DEVICE_WRITES,
         &key,
         &DevWriteStats::ZERO,

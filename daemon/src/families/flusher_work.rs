@@ -1,7 +1,7 @@
 //! Flusher work records for the stall context: who queued each work item, when it ran and what
 //! it wrote (`probe-ebpf/src/flusher_work.rs`, called from the writeback family's probes and
 //! `sys_enter_sync`). No probe and no metric of its own: pids stay out of metric labels; the
-//! records reach stall events only (`stalls::context`).
+//! records reach stall events only (`families::stall_events::context`).
 
 use aya::{Ebpf, EbpfLoader};
 use probe_common::flusher_work::{WorkQueuerLayout, globals};

@@ -13,13 +13,13 @@ use probe_common::{device_writes::DevWriteKey, flusher_work::WorkRecord};
 
 use super::{SourceShare, StallContext, WorkItem};
 use crate::{
+    families::stall_events::event::{monotonic_now_ns, monotonic_to_unix},
     families::{
         device_writes::{DeviceWriteReader, raw_order},
         dirty_memory::parse::byte_values,
         writeback::{bdi_name, sync_mode_label},
     },
     kernel::{debugfs, devices},
-    stalls::event::{monotonic_now_ns, monotonic_to_unix},
 };
 
 /// How far back samples and work items are kept: a stall longer than this gets a window that
@@ -82,6 +82,19 @@ impl<T: PartialEq> Series<T> {
             .find(|s| s.first_ns <= mono_ns)
             .or_else(|| self.0.front())?;
         Some((s.last_ns.min(mono_ns).max(s.first_ns), &s.values))
+    }
+
+    /// The index of the sample [`Series::at`] chooses.
+    fn index_at(&self, mono_ns: u64) -> Option<usize> {
+        if self.0.is_empty() {
+            return None;
+        }
+        Some(
+            self.0
+                .iter()
+                .rposition(|s| s.first_ns <= mono_ns)
+                .unwrap_or(0),
+        )
     }
 
     fn latest(&self) -> Option<(u64, &T)> {
@@ -300,44 +313,21 @@ impl History {
         if end_ns < start_ns {
             return None;
         }
-        let before: BTreeMap<(u32, u8, u8, u8), u64> = start_writes
-            .iter()
-            .map(|(k, v)| (raw_order(k), *v))
-            .collect();
-        // Labelling reads sysfs: once per device of the window, not once per key.
-        let mut device_of: BTreeMap<u32, bool> = BTreeMap::new();
-        let mut by_source: BTreeMap<(&'static str, String, String), u64> = BTreeMap::new();
-        for (key, after) in end_writes {
-            let delta = after.saturating_sub(before.get(&raw_order(key)).copied().unwrap_or(0));
-            if delta == 0 {
-                continue;
-            }
-            let matches = *device_of.entry(key.dev).or_insert_with(|| {
-                device == "all" || devices::label_for_kernel_dev(key.dev) == device
-            });
-            if !matches {
-                continue;
-            }
-            let (_, source, sync_mode, reason) = reader.labels(key);
-            *by_source.entry((source, sync_mode, reason)).or_default() += delta;
-        }
+        let mut labeller = Labeller::new(reader, device);
+        let by_source = labeller.queued(start_writes, end_writes);
         let total: u64 = by_source.values().sum();
-        let mut sources: Vec<SourceShare> = by_source
-            .into_iter()
-            .map(|((source, sync_mode, reason), bytes)| SourceShare {
-                source: source.to_owned(),
-                sync_mode,
-                reason,
-                bytes,
-                share: bytes as f64 / total.max(1) as f64,
-            })
-            .collect();
-        sources.sort_by_key(|s| std::cmp::Reverse(s.bytes));
+        let sources = shares(by_source);
         let bdi_start = inner
             .bdis
             .at(start_mono)
             .and_then(|(_, b)| bdi_of(b, device));
         let bdi_end = end_bdis.and_then(|b| bdi_of(b, device));
+        let backlog = match bdi_start.map(|b| b.writeback) {
+            Some(under_writeback) if under_writeback > 0 => {
+                backlog(&inner.writes, start_mono, under_writeback, &mut labeller)
+            }
+            _ => Vec::new(),
+        };
         let window_end = end_ns.max(end_mono);
         let matches = |d: &str| device == "all" || d == device;
         let flusher_work = inner
@@ -358,8 +348,101 @@ impl History {
             bdi_writeback_end_bytes: bdi_end.map(|b| b.writeback),
             bdi_dirty_limit_bytes: bdi_end.map(|b| b.limit),
             flusher_work,
+            backlog,
         })
     }
+}
+
+/// How far before a stall the writes under way at its start are looked for.
+const BACKLOG_LOOKBACK_NS: u64 = 30_000_000_000;
+
+/// Who queued the `under_writeback` bytes the device's bdi had under writeback when a stall
+/// began at `start_mono`: the most recent writes before it, interval by interval backwards,
+/// until they add up to that much (or [`BACKLOG_LOOKBACK_NS`] is reached). A caller that sleeps
+/// on pages under writeback waits behind these, though they were queued before its window.
+fn backlog(
+    writes: &Series<Writes>,
+    start_mono: u64,
+    under_writeback: u64,
+    labeller: &mut Labeller<'_>,
+) -> Vec<SourceShare> {
+    let Some(mut i) = writes.index_at(start_mono) else {
+        return Vec::new();
+    };
+    let mut by_source: BTreeMap<(&'static str, String, String), u64> = BTreeMap::new();
+    let mut found = 0;
+    while i > 0 && found < under_writeback {
+        let (earlier, later) = (&writes.0[i - 1], &writes.0[i]);
+        if start_mono.saturating_sub(later.first_ns) > BACKLOG_LOOKBACK_NS {
+            break;
+        }
+        for (source, bytes) in labeller.queued(&earlier.values, &later.values) {
+            found += bytes;
+            *by_source.entry(source).or_default() += bytes;
+        }
+        i -= 1;
+    }
+    shares(by_source)
+}
+
+type SourceKey = (&'static str, String, String);
+
+/// Labels the keys of one stall's device, reading each device's name from sysfs once.
+struct Labeller<'a> {
+    reader: &'a DeviceWriteReader,
+    device: &'a str,
+    matches: BTreeMap<u32, bool>,
+}
+
+impl<'a> Labeller<'a> {
+    fn new(reader: &'a DeviceWriteReader, device: &'a str) -> Self {
+        Labeller {
+            reader,
+            device,
+            matches: BTreeMap::new(),
+        }
+    }
+
+    /// Bytes queued on the device between two samples, by (source, sync mode, reason).
+    fn queued(&mut self, before: &Writes, after: &Writes) -> BTreeMap<SourceKey, u64> {
+        let before: BTreeMap<(u32, u8, u8, u8), u64> =
+            before.iter().map(|(k, v)| (raw_order(k), *v)).collect();
+        let mut by_source = BTreeMap::new();
+        for (key, total) in after {
+            let delta = total.saturating_sub(before.get(&raw_order(key)).copied().unwrap_or(0));
+            if delta == 0 || !self.on_device(key.dev) {
+                continue;
+            }
+            let (_, source, sync_mode, reason) = self.reader.labels(key);
+            *by_source.entry((source, sync_mode, reason)).or_default() += delta;
+        }
+        by_source
+    }
+
+    fn on_device(&mut self, dev: u32) -> bool {
+        let device = self.device;
+        *self
+            .matches
+            .entry(dev)
+            .or_insert_with(|| device == "all" || devices::label_for_kernel_dev(dev) == device)
+    }
+}
+
+/// Each source's bytes and share, largest first.
+fn shares(by_source: BTreeMap<SourceKey, u64>) -> Vec<SourceShare> {
+    let total: u64 = by_source.values().sum();
+    let mut sources: Vec<SourceShare> = by_source
+        .into_iter()
+        .map(|((source, sync_mode, reason), bytes)| SourceShare {
+            source: source.to_owned(),
+            sync_mode,
+            reason,
+            bytes,
+            share: bytes as f64 / total.max(1) as f64,
+        })
+        .collect();
+    sources.sort_by_key(|s| std::cmp::Reverse(s.bytes));
+    sources
 }
 
 /// The state of the bdi of the device labelled `device` (a whole disk: partitions have none).

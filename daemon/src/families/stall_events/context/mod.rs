@@ -28,9 +28,9 @@ pub const FRESH_MIN_NS: u64 = 50_000_000;
 
 /// Fills `stall`'s cause, context and verdict. Events shorter than [`FRESH_MIN_NS`] get the
 /// cause and verdict only: a storm of tiny events must not scan the history once each.
-pub fn fill(stall: &mut crate::stalls::event::Stall, history: &history::History) {
+pub fn fill(stall: &mut crate::families::stall_events::event::Stall, history: &history::History) {
     if stall.duration_ns >= FRESH_MIN_NS {
-        let start = crate::stalls::event::unix_to_monotonic(stall.start_unix_ns);
+        let start = crate::families::stall_events::event::unix_to_monotonic(stall.start_unix_ns);
         stall.context = history.context(&stall.device, start, start + stall.duration_ns, true);
     } else if stall.kind == "dirty_throttle" {
         // Pauses are short and many: the bdi's state from the latest sample only.

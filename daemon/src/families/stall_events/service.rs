@@ -1,20 +1,4 @@
-//! Stall investigation: the probes report operations over a threshold to a ring buffer; the
-//! daemon keeps them in a flight recorder (`GET /stalls`), counts them
-//! (`wbscope_stalls_total`) and streams them to `wbscope trace` over a Unix socket.
-
-pub mod config;
-pub mod context;
-pub mod duration;
-pub mod event;
-pub mod format;
-pub mod http;
-pub mod log_record;
-pub mod metrics;
-pub mod recorder;
-pub mod source;
-pub mod stream;
-pub mod summary;
-pub mod trace;
+//! The running stall pipeline: ring-buffer drain, flight recorder, event stream.
 
 use std::sync::{
     Arc, Mutex,
@@ -24,16 +8,16 @@ use std::sync::{
 use aya::Ebpf;
 use tokio::{sync::broadcast, task::JoinHandle};
 
-pub use config::StallsConfig;
-pub use metrics::StallShared;
-pub use source::StallError;
-
-use self::{
+use super::{
+    StallError, StallShared, StallsConfig, context,
     context::history::History,
     event::unix_now_ns,
+    http,
     http::StallState,
+    log_record,
     recorder::Recorder,
     source::{ThresholdMap, drain, take_ring},
+    stream,
     stream::SocketFile,
 };
 

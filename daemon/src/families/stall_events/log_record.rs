@@ -74,7 +74,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::stalls::context::{SourceShare, StallContext};
+    use crate::families::stall_events::context::{SourceShare, StallContext};
 
     #[derive(Clone, Default)]
     struct Buffer(Arc<Mutex<Vec<u8>>>);
@@ -125,11 +125,14 @@ mod tests {
                 ..StallContext::default()
             }),
         };
-        stall.cause = crate::stalls::context::verdict::cause(&stall)
+        stall.cause = crate::families::stall_events::context::verdict::cause(&stall)
             .0
             .label()
             .into();
-        stall.verdict = crate::stalls::context::verdict::verdict(&stall, stall.context.as_ref());
+        stall.verdict = crate::families::stall_events::context::verdict::verdict(
+            &stall,
+            stall.context.as_ref(),
+        );
         let buffer = Buffer::default();
         let writer = buffer.clone();
         let subscriber = tracing_subscriber::fmt()

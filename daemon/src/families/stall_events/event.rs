@@ -41,7 +41,7 @@ pub struct Stall {
     /// Kind-specific raw value: sync_file_range/msync flags, the block request's op.
     pub detail: u32,
     /// The dominant part of the breakdown (`writeback_wait`, `throttling`, `journal_commit`,
-    /// `device_flush`, `own_work`; `stalls::context::verdict::Cause`).
+    /// `device_flush`, `own_work`; `families::stall_events::context::verdict::Cause`).
     #[serde(default)]
     pub cause: String,
     /// One line naming the dominant cause and, with the context, behind whose writes.

@@ -23,6 +23,12 @@ pub struct StallContext {
     pub bdi_dirty_limit_bytes: Option<u64>,
     /// Flusher work items on the device's bdi that overlapped the window.
     pub flusher_work: Vec<WorkItem>,
+    /// Who queued the writes still under way when the stall began (`bdi_writeback_start_bytes`
+    /// of them): the most recent writes before the window, largest source first. A caller that
+    /// sleeps on pages under writeback waits behind these. Empty when nothing was under
+    /// writeback or no write was seen before the window.
+    #[serde(default)]
+    pub backlog: Vec<SourceShare>,
 }
 
 /// One source's part of the device's writes during the stall.

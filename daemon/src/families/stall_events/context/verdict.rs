@@ -1,7 +1,7 @@
 //! The one-line verdict of a stall: where the caller waited, and behind whose writes.
 
 use super::{SourceShare, StallContext};
-use crate::stalls::event::Stall;
+use crate::families::stall_events::event::Stall;
 
 /// Where the time went, by the largest part of the breakdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +108,16 @@ pub fn bytes(b: u64) -> String {
 /// The source that wrote most, described with who queued its flusher work if known:
 /// `flusher work none:sync queued by sync[4243]`.
 pub fn dominant(ctx: &StallContext) -> Option<(String, &SourceShare)> {
-    let top = ctx.sources.first()?;
+    described(ctx.sources.first()?, ctx)
+}
+
+/// The largest source of the writes under way when the stall began (`backlog`), described as
+/// [`dominant`] describes the window's.
+pub fn dominant_backlog(ctx: &StallContext) -> Option<(String, &SourceShare)> {
+    described(ctx.backlog.first()?, ctx)
+}
+
+fn described<'a>(top: &'a SourceShare, ctx: &StallContext) -> Option<(String, &'a SourceShare)> {
     let mut text = top.describe();
     if top.source == "flusher"
         && let Some(w) = ctx
@@ -156,6 +165,18 @@ pub fn verdict(s: &Stall, ctx: Option<&StallContext>) -> String {
             bytes(limit)
         ));
     }
+    // Sleeping on pages under writeback is waiting behind whoever queued them, often before
+    // the call began (a checkpoint's sync_file_range, sync's flusher pass).
+    if cause == Cause::WritebackWait
+        && let (Some(under_writeback), Some((text, top))) =
+            (ctx.bdi_writeback_start_bytes, dominant_backlog(ctx))
+    {
+        line.push_str(&format!(
+            "; {} under writeback when it began, {:.0}% queued for {text}",
+            bytes(under_writeback),
+            100.0 * top.share
+        ));
+    }
     match dominant(ctx) {
         Some((text, top)) => line.push_str(&format!(
             "; device wrote {} meanwhile, {:.0}% for {text}",
@@ -170,7 +191,7 @@ pub fn verdict(s: &Stall, ctx: Option<&StallContext>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stalls::context::WorkItem;
+    use crate::families::stall_events::context::WorkItem;
 
     fn stall() -> Stall {
         Stall {
@@ -239,6 +260,46 @@ mod tests {
             "fsync 6.2s loop5 dd[4242]: 5.9s waiting on writeback; device wrote 1.3 GiB \
              meanwhile, 97% for flusher work none:sync queued by sync[4243]"
         );
+    }
+
+    #[test]
+    fn a_writeback_wait_names_who_queued_the_writes_under_way_when_it_began() {
+        let ctx = StallContext {
+            device_written_bytes: 2 << 20,
+            sources: vec![SourceShare {
+                source: "journal".into(),
+                bytes: 2 << 20,
+                share: 1.0,
+                ..SourceShare::default()
+            }],
+            bdi_writeback_start_bytes: Some(96 << 20),
+            backlog: vec![
+                SourceShare {
+                    source: "sync_file_range".into(),
+                    bytes: 90 << 20,
+                    share: 0.9,
+                    ..SourceShare::default()
+                },
+                SourceShare {
+                    source: "flusher".into(),
+                    sync_mode: "none".into(),
+                    reason: "background".into(),
+                    bytes: 10 << 20,
+                    share: 0.1,
+                },
+            ],
+            ..StallContext::default()
+        };
+        assert_eq!(
+            verdict(&stall(), Some(&ctx)),
+            "fsync 6.2s loop5 dd[4242]: 5.9s waiting on writeback; 96.0 MiB under writeback \
+             when it began, 90% queued for sync_file_range; device wrote 2.0 MiB meanwhile, \
+             100% for journal"
+        );
+        // Other causes do not wait behind pages under writeback: no backlog clause.
+        let mut journal = stall();
+        journal.writeback_wait_ns = 0;
+        assert!(!verdict(&journal, Some(&ctx)).contains("under writeback"));
     }
 
     #[test]
