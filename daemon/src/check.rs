@@ -43,7 +43,7 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         kernel: _,
         families,
         probes: mut loaded,
-    } = load_families(0, &config.disabled_probes)?;
+    } = load_families(0, config)?;
     let ctx = CollectorContext {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
@@ -115,13 +115,13 @@ pub fn metric_names(config: &Config) -> Result<Vec<String>, DaemonError> {
 }
 
 /// Runs the check (needs the same privileges as the daemon).
-pub fn run_check(verbose: bool, disabled: &[String]) -> Result<CheckOutcome, DaemonError> {
+pub fn run_check(verbose: bool, config: &Config) -> Result<CheckOutcome, DaemonError> {
     require_bpf_privileges()?;
     let Loaded {
         kernel,
         families,
         probes: loaded,
-    } = load_families(0, disabled)?;
+    } = load_families(0, config)?;
     let mut text = String::new();
     let _ = writeln!(
         text,

@@ -80,10 +80,11 @@ pub struct Loaded {
 
 /// Resolves every family against the running kernel, loads the object and attaches the probes.
 /// Shared by the daemon and `wbscope check`.
-pub fn load_families(ignore_tgid: u32, disabled: &[String]) -> Result<Loaded, DaemonError> {
+pub fn load_families(ignore_tgid: u32, config: &Config) -> Result<Loaded, DaemonError> {
     let mut kernel = KernelInfo::discover()?;
     let mut families = families::all();
     for family in &mut families {
+        family.configure(config);
         family.resolve(&kernel);
     }
     let probes = load_and_attach(
@@ -91,7 +92,7 @@ pub fn load_families(ignore_tgid: u32, disabled: &[String]) -> Result<Loaded, Da
         &families,
         &mut kernel,
         ignore_tgid,
-        disabled,
+        &config.disabled_probes,
     )?;
     Ok(Loaded {
         kernel,
@@ -123,7 +124,7 @@ impl Daemon {
             kernel,
             families,
             probes: mut loaded,
-        } = load_families(ignore_tgid, &config.disabled_probes)?;
+        } = load_families(ignore_tgid, config)?;
         log_reports(&loaded.reports);
         if loaded.attached() == 0 {
             return Err(DaemonError::NoProbes);

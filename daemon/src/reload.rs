@@ -77,6 +77,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         metrics,
         web_config_file,
         http,
+        cgroups,
     } = requested;
     let mut refused = Vec::new();
     let mut changed = Vec::new();
@@ -103,6 +104,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: running.ignore_own_io.to_string(),
             requested: ignore_own_io.to_string(),
             why: "it is a load-time constant of the probes",
+        });
+    }
+    if cgroups != running.cgroups {
+        refused.push(Refusal {
+            key: "cgroups",
+            running: format!("{:?}", running.cgroups),
+            requested: format!("{cgroups:?}"),
+            why: "per-cgroup recording is a load-time constant of the probes",
         });
     }
     if disabled_probes != running.disabled_probes {
@@ -201,6 +210,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             metrics: running.metrics,
             web_config_file: running.web_config_file.clone(),
             http: running.http,
+            cgroups: running.cgroups.clone(),
         },
         changed,
         refused,

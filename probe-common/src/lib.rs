@@ -8,6 +8,7 @@
 
 pub mod bio_disk;
 pub mod block;
+pub mod cgroups;
 pub mod device_write;
 pub mod dirty;
 pub mod flusher_work;

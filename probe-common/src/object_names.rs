@@ -5,8 +5,8 @@
 //! the two disagree, so a rename on one side only fails in the unit tier, not at run time.
 
 use crate::{
-    bio_disk, block, device_write, dirty, flusher_work, journal, layout, map_overflow, nfs, stall,
-    submission, sync_call, sync_layout, task, top, writeback,
+    bio_disk, block, cgroups, device_write, dirty, flusher_work, journal, layout, map_overflow,
+    nfs, stall, submission, sync_call, sync_layout, task, top, writeback,
 };
 
 /// Every map of the object.
@@ -14,6 +14,7 @@ pub const MAPS: &[&str] = &[
     block::maps::BLOCK_RQ_STATS,
     block::maps::BLOCK_BIO_COUNTS,
     block::maps::BLOCK_INFLIGHT,
+    cgroups::names::CGROUP_TOTALS,
     device_write::names::DEVICE_WRITES,
     dirty::maps::DIRTY_THROTTLE_PAUSE,
     dirty::maps::WRITEBACK_WAIT,
@@ -58,6 +59,7 @@ pub const MAPS: &[&str] = &[
 pub const GLOBALS: &[&str] = &[
     bio_disk::BIO_DISK_LAYOUT,
     block::BLOCK_LAYOUT_GLOBAL,
+    cgroups::names::CGROUPS_ENABLED,
     device_write::names::DEV_WRITE_LAYOUT,
     dirty::globals::DIRTY_THROTTLE_FMT,
     dirty::globals::FOLIO_WAIT_LAYOUT,

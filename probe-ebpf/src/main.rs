@@ -15,6 +15,7 @@
 mod bio_disk;
 mod block;
 mod btf_load;
+mod cgroups;
 mod current_task;
 mod device_writes;
 mod dirty_throttle;
