@@ -9,6 +9,7 @@
 
 pub mod bpf_programs;
 pub mod bpftrace;
+pub mod cgroup2;
 mod error;
 mod loopfs;
 pub mod metrics;

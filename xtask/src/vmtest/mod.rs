@@ -66,6 +66,8 @@ pub const DEFAULT_TESTS: &[&str] = &[
     "sync_all_calls::every_sync_call_is_counted_on_ext4",
     "nfs::sequential_writes_and_fsync_are_unstable_writes_and_a_commit",
     "nfs::random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose",
+    "cgroups::each_cgroup_counts_exactly_its_own_fsyncs",
+    "cgroups::the_cap_on_named_cgroups_holds",
 ];
 
 /// Boots of one kernel that died before our init ran, before giving up.

@@ -6,7 +6,7 @@ use crate::invalid_value::InvalidValue;
 
 /// Default cap on cgroups exported by name; the rest are `cgroup="other"`.
 pub const DEFAULT_MAX_NAMED: usize = 32;
-/// The largest cap accepted: each named cgroup adds up to 13 series (9 sync calls × 2, plus
+/// The largest cap accepted: each named cgroup adds up to 22 series (9 sync calls × 2, plus
 /// 2 × 2 for throttling and waits, counting only those that occurred).
 pub const MAX_NAMED_LIMIT: usize = 1000;
 
