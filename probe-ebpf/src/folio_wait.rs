@@ -335,7 +335,7 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
 #[inline(always)]
 fn ended(task: u64, tid: u32, wait: &PendingWait, t: u64) -> Option<()> {
     let ns = t.saturating_sub(wait.start_ns);
-    crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns);
+    crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns, wait.cgroup_id);
     crate::cgroups::waited(wait.cgroup_id, ns);
     let hist = value_or_insert(
         &WRITEBACK_WAIT,
