@@ -106,14 +106,6 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             why: "it is a load-time constant of the probes",
         });
     }
-    if cgroups != running.cgroups {
-        refused.push(Refusal {
-            key: "cgroups",
-            running: format!("{:?}", running.cgroups),
-            requested: format!("{cgroups:?}"),
-            why: "per-cgroup recording is a load-time constant of the probes",
-        });
-    }
     if disabled_probes != running.disabled_probes {
         refused.push(Refusal {
             key: "probes.disable",
@@ -152,6 +144,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             running: format!("{:?}", running.http),
             requested: format!("{http:?}"),
             why: "the HTTP limits are set once, when the listener starts",
+        });
+    }
+    if cgroups != running.cgroups {
+        refused.push(Refusal {
+            key: "cgroups",
+            running: format!("{:?}", running.cgroups),
+            requested: format!("{cgroups:?}"),
+            why: "per-cgroup recording is a load-time constant of the probes",
         });
     }
     if log_level != running.log_level {
@@ -274,9 +274,14 @@ mod tests {
                 max_connections: 3,
                 ..Default::default()
             },
+            cgroups: crate::families::cgroups::CgroupsConfig {
+                enabled: true,
+                ..Default::default()
+            },
         };
         let p = plan(&running, requested);
         assert_eq!(p.config.http, running.http);
+        assert!(!p.config.cgroups.enabled);
         assert_eq!(p.config.listen, running.listen);
         assert!(p.config.ignore_own_io);
         assert!(p.config.disabled_probes.is_empty());
@@ -291,7 +296,8 @@ mod tests {
                 "ignore_own_io",
                 "probes.disable",
                 "web_config_file",
-                "http"
+                "http",
+                "cgroups"
             ]
         );
         let line = p.refused[0].to_string();
@@ -302,7 +308,7 @@ mod tests {
         assert_eq!(
             p.summary(),
             "config reloaded: applied log_level; refused listen, log_format, ignore_own_io, \
-             probes.disable, web_config_file, http (restart needed)"
+             probes.disable, web_config_file, http, cgroups (restart needed)"
         );
     }
 }
