@@ -18,6 +18,8 @@ use testkit::{
 
 #[path = "smoke/interfaces.rs"]
 mod interfaces;
+#[path = "smoke/stall_log.rs"]
+mod stall_log;
 #[path = "smoke/top.rs"]
 mod top;
 

@@ -147,6 +147,11 @@ const FAMILIES: &[(&str, &str); 2] = &[
 /// Where the collector leaves its reader for the stall context.
 pub type ReaderSlot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<DeviceWriteReader>>>;
 
+/// A total order of raw keys (the key type is plain shared data without `Ord`).
+pub fn raw_order(key: &DevWriteKey) -> (u32, u8, u8, u8) {
+    (key.dev, key.source, key.sync_mode, key.reason)
+}
+
 /// Labels of one series: device, source, sync mode, reason.
 pub type SourceLabels = (String, &'static str, String, String);
 
@@ -177,7 +182,25 @@ impl DeviceWriteReader {
         Some(series)
     }
 
-    fn labels(&self, key: &DevWriteKey) -> SourceLabels {
+    /// Bytes since load by raw key, sorted by key, with no labels made: the stall-context
+    /// sampler reads this ten times a second and labels only the few keys a context needs.
+    pub fn read_bytes(&self) -> Option<Vec<(DevWriteKey, u64)>> {
+        let mut entries: Vec<(DevWriteKey, u64)> = read_per_cpu_hash(
+            names::DEVICE_WRITES,
+            self.map.as_ref(),
+            &self.errors,
+            |acc: &mut DevWriteStats, v| acc.merge(v),
+            DevWriteStats::ZERO,
+        )?
+        .into_iter()
+        .map(|(key, stats)| (key, stats.bytes))
+        .collect();
+        entries.sort_unstable_by_key(|(key, _)| raw_order(key));
+        Some(entries)
+    }
+
+    /// The labels of one raw key (the device's name is read from sysfs).
+    pub fn labels(&self, key: &DevWriteKey) -> SourceLabels {
         let source = WriteSource::from_raw(key.source).unwrap_or(WriteSource::Other);
         let (sync_mode, reason) = if source == WriteSource::Flusher {
             let reason = self

@@ -99,18 +99,7 @@ impl StallService {
                 );
             }));
         }
-        let sampled = history.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(context::SAMPLE_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tick.tick().await;
-                // Map and debugfs reads are blocking system calls: on the blocking pool they
-                // never hold up one of the two runtime threads that serve /metrics.
-                let sampler = sampled.clone();
-                let _ = tokio::task::spawn_blocking(move || sampler.sample()).await;
-            }
-        }));
+        context::history::spawn_sampler(&history);
         let log_events = config.log_events;
         let recorder_state = state.clone();
         tasks.push(tokio::spawn(async move {

@@ -9,12 +9,12 @@ use std::{
 };
 
 use aya::maps::{HashMap, MapData, RingBuf};
-use probe_common::flusher_work::WorkRecord;
+use probe_common::{device_write::DevWriteKey, flusher_work::WorkRecord};
 
 use super::{SourceShare, StallContext, WorkItem};
 use crate::{
     families::{
-        device_writes::{DeviceWriteReader, SourceLabels},
+        device_writes::{DeviceWriteReader, raw_order},
         dirty_memory::parse::byte_values,
         writeback::{bdi_name, sync_mode_label},
     },
@@ -37,17 +37,74 @@ struct BdiState {
     limit: u64,
 }
 
-struct Sample {
-    mono_ns: u64,
-    /// Bytes since load by (device, source, sync mode, reason).
-    writes: BTreeMap<SourceLabels, u64>,
-    /// By device label.
-    bdis: BTreeMap<String, BdiState>,
+/// Bytes since load by raw device-write key, sorted by key. Labels are made only for the keys a
+/// context reports: labelling reads sysfs, and the sampler runs ten times a second.
+type Writes = Vec<(DevWriteKey, u64)>;
+
+/// By kernel `dev_t` of the device (its bdi is `bdi/MAJ:MIN` in debugfs).
+type Bdis = BTreeMap<u32, BdiState>;
+
+/// Values the sampler saw unchanged from `first_ns` to `last_ns` (CLOCK_MONOTONIC): an idle
+/// host adds no sample, it only moves `last_ns`, so the history costs memory only while the
+/// devices write.
+struct Sample<T> {
+    first_ns: u64,
+    last_ns: u64,
+    values: T,
 }
+
+/// Consecutive distinct samples of one kind, oldest first, kept for [`HISTORY_NS`].
+struct Series<T>(VecDeque<Sample<T>>);
+
+impl<T: PartialEq> Series<T> {
+    fn push(&mut self, mono_ns: u64, values: T) {
+        match self.0.back_mut() {
+            Some(last) if last.values == values => last.last_ns = mono_ns,
+            _ => self.0.push_back(Sample {
+                first_ns: mono_ns,
+                last_ns: mono_ns,
+                values,
+            }),
+        }
+        let oldest = mono_ns.saturating_sub(HISTORY_NS);
+        while self.0.len() > 1 && self.0.front().is_some_and(|s| s.last_ns < oldest) {
+            self.0.pop_front();
+        }
+    }
+
+    /// The values at `mono_ns` and the latest time at or before it they were seen; the oldest
+    /// sample when none is that old.
+    fn at(&self, mono_ns: u64) -> Option<(u64, &T)> {
+        let s = self
+            .0
+            .iter()
+            .rev()
+            .find(|s| s.first_ns <= mono_ns)
+            .or_else(|| self.0.front())?;
+        Some((s.last_ns.min(mono_ns).max(s.first_ns), &s.values))
+    }
+
+    fn latest(&self) -> Option<(u64, &T)> {
+        self.0.back().map(|s| (s.last_ns, &s.values))
+    }
+}
+
+impl<T> Default for Series<T> {
+    fn default() -> Self {
+        Series(VecDeque::new())
+    }
+}
+
+/// How often the bdis are read while the devices write nothing (their dirty bytes can still
+/// change: pages are dirtied without I/O).
+const IDLE_BDI_INTERVAL_NS: u64 = 1_000_000_000;
 
 #[derive(Default)]
 struct Inner {
-    samples: VecDeque<Sample>,
+    writes: Series<Writes>,
+    bdis: Series<Bdis>,
+    /// When the bdis were last read.
+    bdis_read_ns: u64,
     works: VecDeque<(String, WorkItem, u64, u64)>,
 }
 
@@ -129,56 +186,59 @@ impl History {
         (bdi, item, r.start_ns, r.end_ns)
     }
 
-    /// Reads the counters and the active devices' bdi stats once and keeps the sample.
+    /// Reads the counters, and the writing devices' bdi stats when the counters moved (or once
+    /// a second when they did not), and keeps what changed.
     pub fn sample(&self) {
-        let Some(sample) = self.read() else {
+        let Some(writes) = self.read_writes() else {
             return;
         };
+        let mono_ns = monotonic_now_ns();
+        let (moved, bdis_due) = match self.inner.lock() {
+            Ok(inner) => (
+                inner
+                    .writes
+                    .latest()
+                    .is_none_or(|(_, last)| *last != writes),
+                mono_ns.saturating_sub(inner.bdis_read_ns) >= IDLE_BDI_INTERVAL_NS,
+            ),
+            Err(_) => return,
+        };
+        // Read outside the lock: debugfs reads take tens of microseconds each.
+        let bdis = (moved || bdis_due).then(|| self.read_bdis(&writes));
         if let Ok(mut inner) = self.inner.lock() {
-            let oldest = sample.mono_ns.saturating_sub(HISTORY_NS);
-            while inner.samples.front().is_some_and(|s| s.mono_ns < oldest) {
-                inner.samples.pop_front();
+            inner.writes.push(mono_ns, writes);
+            if let Some(bdis) = bdis {
+                inner.bdis.push(mono_ns, bdis);
+                inner.bdis_read_ns = mono_ns;
             }
-            inner.samples.push_back(sample);
         }
     }
 
-    fn read(&self) -> Option<Sample> {
-        let series = self.reader.as_ref()?.read()?;
-        let mono_ns = monotonic_now_ns();
-        let writes: BTreeMap<SourceLabels, u64> =
-            series.into_iter().map(|(k, v)| (k, v.bytes)).collect();
-        let active: std::collections::BTreeSet<&str> =
-            writes.keys().map(|k| k.0.as_str()).collect();
-        let mut bdis = BTreeMap::new();
-        // Only the bdis of devices that wrote since load: a host with hundreds of bdis (one per
-        // FUSE or NFS mount) must not cost a file read each, ten times a second.
-        if let Ok(dir) = std::fs::read_dir(&self.bdi_dir) {
-            for entry in dir.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let label = devices::label_for_bdi(&name);
-                if !active.contains(label.as_str()) {
-                    continue;
-                }
-                if let Ok(text) = std::fs::read_to_string(entry.path().join("stats")) {
-                    let v = byte_values(&text);
-                    let get = |k: &str| v.get(k).copied().unwrap_or(0);
-                    bdis.insert(
-                        label,
-                        BdiState {
-                            dirty: get("BdiReclaimable"),
-                            writeback: get("BdiWriteback"),
-                            limit: get("BdiDirtyThresh"),
-                        },
-                    );
-                }
-            }
-        }
-        Some(Sample {
-            mono_ns,
-            writes,
-            bdis,
-        })
+    fn read_writes(&self) -> Option<Writes> {
+        self.reader.as_ref()?.read_bytes()
+    }
+
+    /// The bdi stats of the devices that wrote since load: a host with hundreds of bdis (one
+    /// per FUSE or NFS mount) must not cost a file read each, ten times a second. A partition
+    /// has no bdi of its own and is skipped.
+    fn read_bdis(&self, writes: &Writes) -> Bdis {
+        let devs: std::collections::BTreeSet<u32> = writes.iter().map(|(k, _)| k.dev).collect();
+        devs.into_iter()
+            .filter(|dev| *dev != 0)
+            .filter_map(|dev| {
+                let (major, minor) = devices::split_kernel_dev(dev);
+                let path = self.bdi_dir.join(format!("{major}:{minor}")).join("stats");
+                let text = std::fs::read_to_string(path).ok()?;
+                let v = byte_values(&text);
+                let get = |k: &str| v.get(k).copied().unwrap_or(0);
+                let state = BdiState {
+                    dirty: get("BdiReclaimable"),
+                    writeback: get("BdiWriteback"),
+                    limit: get("BdiDirtyThresh"),
+                };
+                Some((dev, state))
+            })
+            .collect()
     }
 
     /// Keeps one executed work item from the ring buffer.
@@ -195,11 +255,11 @@ impl History {
     /// The bdi part of a context only, from the latest sample (start and end alike).
     pub fn bdi_context(&self, device: &str) -> Option<StallContext> {
         let inner = self.inner.lock().ok()?;
-        let last = inner.samples.back()?;
-        let b = last.bdis.get(device)?;
+        let (seen_ns, bdis) = inner.bdis.latest()?;
+        let b = bdi_of(bdis, device)?;
         Some(StallContext {
-            window_start_unix_ns: monotonic_to_unix(last.mono_ns),
-            window_end_unix_ns: monotonic_to_unix(last.mono_ns),
+            window_start_unix_ns: monotonic_to_unix(seen_ns),
+            window_end_unix_ns: monotonic_to_unix(seen_ns),
             bdi_dirty_start_bytes: Some(b.dirty),
             bdi_dirty_end_bytes: Some(b.dirty),
             bdi_writeback_start_bytes: Some(b.writeback),
@@ -218,58 +278,78 @@ impl History {
         end_mono: u64,
         fresh: bool,
     ) -> Option<StallContext> {
-        let fresh = if fresh { self.read() } else { None };
+        let reader = self.reader.as_ref()?;
+        let fresh = if fresh {
+            self.read_writes().map(|w| {
+                let bdis = self.read_bdis(&w);
+                (monotonic_now_ns(), w, bdis)
+            })
+        } else {
+            None
+        };
         let running = self.running_items();
         let inner = self.inner.lock().ok()?;
-        let start = inner
-            .samples
-            .iter()
-            .rev()
-            .find(|s| s.mono_ns <= start_mono)
-            .or_else(|| inner.samples.front())?;
-        let end = fresh.as_ref().or_else(|| inner.samples.back())?;
-        if end.mono_ns < start.mono_ns {
+        let (start_ns, start_writes) = inner.writes.at(start_mono)?;
+        let (end_ns, end_writes, end_bdis) = match &fresh {
+            Some((ns, w, b)) => (*ns, w, Some(b)),
+            None => {
+                let (ns, w) = inner.writes.latest()?;
+                (ns, w, inner.bdis.latest().map(|(_, b)| b))
+            }
+        };
+        if end_ns < start_ns {
             return None;
         }
-        let matches = |d: &str| device == "all" || d == device;
-        let mut by_source: BTreeMap<(&'static str, &str, &str), u64> = BTreeMap::new();
-        for (labels, after) in &end.writes {
-            if !matches(&labels.0) {
+        let before: BTreeMap<(u32, u8, u8, u8), u64> = start_writes
+            .iter()
+            .map(|(k, v)| (raw_order(k), *v))
+            .collect();
+        // Labelling reads sysfs: once per device of the window, not once per key.
+        let mut device_of: BTreeMap<u32, bool> = BTreeMap::new();
+        let mut by_source: BTreeMap<(&'static str, String, String), u64> = BTreeMap::new();
+        for (key, after) in end_writes {
+            let delta = after.saturating_sub(before.get(&raw_order(key)).copied().unwrap_or(0));
+            if delta == 0 {
                 continue;
             }
-            let before = start.writes.get(labels).copied().unwrap_or(0);
-            let delta = after.saturating_sub(before);
-            if delta > 0 {
-                *by_source
-                    .entry((labels.1, labels.2.as_str(), labels.3.as_str()))
-                    .or_default() += delta;
+            let matches = *device_of.entry(key.dev).or_insert_with(|| {
+                device == "all" || devices::label_for_kernel_dev(key.dev) == device
+            });
+            if !matches {
+                continue;
             }
+            let (_, source, sync_mode, reason) = reader.labels(key);
+            *by_source.entry((source, sync_mode, reason)).or_default() += delta;
         }
         let total: u64 = by_source.values().sum();
         let mut sources: Vec<SourceShare> = by_source
             .into_iter()
             .map(|((source, sync_mode, reason), bytes)| SourceShare {
                 source: source.to_owned(),
-                sync_mode: sync_mode.to_owned(),
-                reason: reason.to_owned(),
+                sync_mode,
+                reason,
                 bytes,
                 share: bytes as f64 / total.max(1) as f64,
             })
             .collect();
         sources.sort_by_key(|s| std::cmp::Reverse(s.bytes));
-        let bdi_start = start.bdis.get(device);
-        let bdi_end = end.bdis.get(device);
-        let window_end = end.mono_ns.max(end_mono);
+        let bdi_start = inner
+            .bdis
+            .at(start_mono)
+            .and_then(|(_, b)| bdi_of(b, device));
+        let bdi_end = end_bdis.and_then(|b| bdi_of(b, device));
+        let window_end = end_ns.max(end_mono);
+        let matches = |d: &str| device == "all" || d == device;
         let flusher_work = inner
             .works
             .iter()
             .chain(running.iter())
-            .filter(|(bdi, _, s, e)| matches(bdi) && *s <= window_end && *e >= start.mono_ns)
+            .filter(|(bdi, _, s, e)| matches(bdi) && *s <= window_end && *e >= start_ns)
             .map(|(_, w, _, _)| w.clone())
             .collect();
         Some(StallContext {
-            window_start_unix_ns: monotonic_to_unix(start.mono_ns),
-            window_end_unix_ns: monotonic_to_unix(end.mono_ns),
+            window_start_unix_ns: monotonic_to_unix(start_ns),
+            window_end_unix_ns: monotonic_to_unix(end_ns),
             device_written_bytes: total,
             sources,
             bdi_dirty_start_bytes: bdi_start.map(|b| b.dirty),
@@ -279,6 +359,36 @@ impl History {
             bdi_dirty_limit_bytes: bdi_end.map(|b| b.limit),
             flusher_work,
         })
+    }
+}
+
+/// The state of the bdi of the device labelled `device` (a whole disk: partitions have none).
+fn bdi_of(bdis: &Bdis, device: &str) -> Option<BdiState> {
+    bdis.iter()
+        .find(|(dev, _)| devices::label_for_kernel_dev(**dev) == device)
+        .map(|(_, b)| *b)
+}
+
+/// Samples `history` every [`super::SAMPLE_INTERVAL`] on a thread of its own until the history
+/// is dropped. A plain thread, not a runtime task: the map and debugfs reads are blocking
+/// system calls that must never hold up the two runtime threads serving /metrics, and a
+/// sleeping thread costs one wake-up per sample where a task handed to the blocking pool costs
+/// a timer, an epoll wake-up and two thread hand-offs.
+pub fn spawn_sampler(history: &Arc<History>) {
+    let history = Arc::downgrade(history);
+    let spawned = std::thread::Builder::new()
+        .name("wbscope-sampler".into())
+        .spawn(move || {
+            while let Some(history) = history.upgrade() {
+                history.sample();
+                drop(history);
+                std::thread::sleep(super::SAMPLE_INTERVAL);
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!(
+            "stall context sampler not started (no device writes in stall context): {err}"
+        );
     }
 }
 
@@ -319,5 +429,50 @@ pub async fn drain_works(ring: RingBuf<MapData>, history: Arc<History>) -> std::
             }
         }
         guard.clear_ready();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_values_extend_the_last_sample_instead_of_adding_one() {
+        let mut s: Series<u32> = Series::default();
+        for t in [100, 200, 300] {
+            s.push(t, 7);
+        }
+        s.push(400, 8);
+        assert_eq!(s.0.len(), 2);
+        assert_eq!((s.0[0].first_ns, s.0[0].last_ns), (100, 300));
+        assert_eq!(s.latest(), Some((400, &8)));
+    }
+
+    #[test]
+    fn the_value_at_a_time_is_the_latest_seen_at_or_before_it() {
+        let mut s: Series<u32> = Series::default();
+        for (t, v) in [(100, 1), (200, 1), (300, 2), (400, 3)] {
+            s.push(t, v);
+        }
+        // Seen unchanged across 150: exact at 150.
+        assert_eq!(s.at(150), Some((150, &1)));
+        // Between the last sight of 1 (200) and the first of 2 (300): 1, as of 200.
+        assert_eq!(s.at(250), Some((200, &1)));
+        assert_eq!(s.at(300), Some((300, &2)));
+        // Older than every sample: the oldest, as of its first sight.
+        assert_eq!(s.at(50), Some((100, &1)));
+    }
+
+    #[test]
+    fn samples_older_than_the_history_go_but_the_last_stays() {
+        let mut s: Series<u32> = Series::default();
+        s.push(1, 1);
+        s.push(2, 2);
+        s.push(HISTORY_NS + 10, 3);
+        assert_eq!(s.0.len(), 1);
+        // An idle host keeps its one sample however old it is.
+        s.push(3 * HISTORY_NS, 3);
+        assert_eq!(s.0.len(), 1);
+        assert_eq!(s.at(0), Some((HISTORY_NS + 10, &3)));
     }
 }

@@ -3,11 +3,14 @@
 //! flusher work items that ran on it, and a one-line verdict naming the dominant cause.
 //!
 //! Everything comes from data the daemon keeps anyway (`history`): user-space samples of the
-//! per-source device-write counters (`wbscope_device_write_bytes_total`) and of debugfs
-//! `bdi/*/stats` every [`SAMPLE_INTERVAL`], plus one more sample when an event of at least
-//! [`FRESH_MIN_NS`] arrives, and the flusher's work records. Accuracy: the window starts at the
-//! last sample at or before the stall's start (up to one interval early) and ends at the event's
-//! arrival (milliseconds after its end); bios count when queued, not when completed.
+//! per-source device-write counters (`wbscope_device_write_bytes_total`) every
+//! [`SAMPLE_INTERVAL`], and of the writing devices' debugfs `bdi/*/stats` with them when the
+//! counters moved (once a second when they did not), plus one more sample when an event of at
+//! least [`FRESH_MIN_NS`] arrives, and the flusher's work records. Only changes are kept, so an
+//! idle host's history does not grow. Accuracy: the window starts at the last time the counters
+//! were seen at or before the stall's start (up to one interval early) and ends at the event's
+//! arrival (milliseconds after its end); bios count when queued, not when completed; bdi dirty
+//! bytes at the start may be up to a second old when the devices wrote nothing before it.
 
 pub mod history;
 pub mod record;
