@@ -81,6 +81,15 @@ impl Cgroup {
         write_attr(&self.path.join("cgroup.procs"), &pid.to_string())
     }
 
+    /// Limits writes of this cgroup's tasks (and of its descendants) to device `dev`
+    /// (`"MAJ:MIN"`) to `bytes_per_sec` with `io.max`; the rule goes with the cgroup.
+    pub fn limit_write_bps(&self, dev: &str, bytes_per_sec: u64) -> Result<()> {
+        write_attr(
+            &self.path.join("io.max"),
+            &format!("{dev} wbps={bytes_per_sec}"),
+        )
+    }
+
     /// Enables `controllers` (e.g. `["memory", "io"]`) for this cgroup's children.
     pub fn enable_for_children(&self, controllers: &[&str]) -> Result<()> {
         let line: Vec<String> = controllers.iter().map(|c| format!("+{c}")).collect();

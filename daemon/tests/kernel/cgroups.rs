@@ -10,9 +10,12 @@ use std::{
     time::Duration,
 };
 
+use serde_json::Value;
 use testkit::{
     FsKind, LoopFs, Scrape,
     cgroup2::{self, Cgroup},
+    metrics::http_get,
+    wait_until,
 };
 use wbscope::{Config, families::cgroups::CgroupsConfig};
 
@@ -20,6 +23,8 @@ use crate::harness::{TestDaemon, wbscope_lines};
 
 const CALLS: &str = "wbscope_cgroup_sync_calls_total";
 const SECONDS: &str = "wbscope_cgroup_sync_call_seconds_total";
+const PAUSES: &str = "wbscope_cgroup_dirty_throttle_pauses_total";
+const PAUSE_SECONDS: &str = "wbscope_cgroup_dirty_throttle_pause_seconds_total";
 
 /// Why per-cgroup metrics cannot be tested here, if they cannot.
 fn unsupported() -> Option<String> {
@@ -71,22 +76,35 @@ fn daemon(allow: &Cgroup, max_named: usize) -> TestDaemon {
             allow: vec![allow.cgroup_path()],
             max_named,
         },
+        // Every operation is a stall event, so each fsync's event can be found by its cgroup.
+        stalls: wbscope::stalls::StallsConfig {
+            threshold_ns: 0,
+            socket: None,
+            ..Default::default()
+        },
         ..Config::default()
     })
 }
 
 /// Runs a shell in `cgroup` that makes `calls` × (write 64 KiB + fsync) with `dd conv=fsync`
-/// (one fsync each) in `dir`. The shell waits on its stdin until it has been moved into the
-/// cgroup, so none of its work is charged elsewhere.
+/// (one fsync each) on `fs`.
 fn fsyncs_in(cgroup: &Cgroup, fs: &LoopFs, tag: &str, calls: u32) {
-    let script = format!(
-        "read go || exit 1; i=0; while [ $i -lt {calls} ]; do \
-         dd if=/dev/zero of={}/{tag}$i bs=64k count=1 conv=fsync status=none || exit 1; \
-         i=$((i+1)); done",
-        fs.mountpoint().display()
+    in_cgroup_run(
+        cgroup,
+        &format!(
+            "i=0; while [ $i -lt {calls} ]; do \
+             dd if=/dev/zero of={}/{tag}$i bs=64k count=1 conv=fsync status=none || exit 1; \
+             i=$((i+1)); done",
+            fs.mountpoint().display()
+        ),
     );
+}
+
+/// Runs `script` in a shell in `cgroup` and waits for it. The shell waits on its stdin until it
+/// has been moved into the cgroup, so none of its work is charged elsewhere.
+fn in_cgroup_run(cgroup: &Cgroup, script: &str) {
     let mut child = Command::new("sh")
-        .args(["-c", &script])
+        .args(["-c", &format!("read go || exit 1; {script}")])
         .stdin(Stdio::piped())
         .spawn()
         .expect("start the shell");
@@ -100,7 +118,7 @@ fn fsyncs_in(cgroup: &Cgroup, fs: &LoopFs, tag: &str, calls: u32) {
         .write_all(b"go\n")
         .expect("start the shell's work");
     let status = child.wait().expect("wait for the shell");
-    assert!(status.success(), "{tag}: {status}");
+    assert!(status.success(), "{script}: {status}");
 }
 
 fn fsync_count(s: &Scrape, cgroup: &str) -> f64 {
@@ -150,6 +168,86 @@ fn each_cgroup_counts_exactly_its_own_fsyncs() {
         let seconds = s.sum(SECONDS, &[("cgroup", cgroup), ("syscall", "fsync")]);
         assert!(seconds > 0.0, "{cgroup}: no time: {}", wbscope_lines(&s));
     }
+    // The stall events name the same cgroups by path: 7 fsyncs of dd in a, 3 in b.
+    let path = format!("/stalls?device={}&min=0&since=600", fs.loop_name());
+    let in_cgroup = |events: &[Value], cgroup: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == "fsync" && e["comm"] == "dd" && e["cgroup"] == cgroup)
+            .count()
+    };
+    let events = wait_until(Duration::from_secs(5), Duration::from_millis(200), || {
+        let body = http_get(daemon.addr(), &path).ok()?;
+        let served: Value = serde_json::from_str(&body).ok()?;
+        let events = served["events"].as_array()?.clone();
+        (in_cgroup(&events, &a) >= 7 && in_cgroup(&events, &b) >= 3).then_some(events)
+    })
+    .unwrap_or_else(|| panic!("the fsync stall events of {a} and {b} are not in /stalls"));
+    eprintln!(
+        "fsync stall events: {} in {a}, {} in {b}",
+        in_cgroup(&events, &a),
+        in_cgroup(&events, &b)
+    );
+    assert_eq!(in_cgroup(&events, &a), 7);
+    assert_eq!(in_cgroup(&events, &b), 3);
+}
+
+/// A 32 MiB buffered write by a shell in cgroup `a` against an 8 MiB strict bdi dirty limit,
+/// with the test parent's writes to the device limited to 4 MiB/s: the writer is throttled, and
+/// every pause the dirty-throttle family counts for the device (only this writer dirties it) is
+/// charged to `a`, with the same total time; `b`, idle, has no throttling series.
+#[test]
+#[ignore = "needs root and BPF: run with cargo xtask test"]
+fn a_throttled_writers_pauses_are_charged_to_its_cgroup() {
+    if let Some(why) = unsupported() {
+        eprintln!("skipped: per-cgroup metrics need cgroup v2 with memory and io: {why}");
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    let fs = LoopFs::new(FsKind::Ext4, 256).expect("loop filesystem");
+    fs.limit_bdi_dirty(8 * MIB).expect("bdi dirty limit");
+    let groups = cgroups("throttle");
+    groups
+        .parent
+        .limit_write_bps(&fs.dev_string(), 4 * MIB)
+        .expect("io.max on the test parent");
+    let daemon = daemon(&groups.parent, 2);
+    let device = fs.loop_name().to_owned();
+    let (a, b) = (groups.a.cgroup_path(), groups.b.cgroup_path());
+    let count = "wbscope_dirty_throttle_pause_seconds_count";
+    let sum = "wbscope_dirty_throttle_pause_seconds_sum";
+    let before = daemon.scrape();
+    in_cgroup_run(
+        &groups.a,
+        &format!(
+            "dd if=/dev/zero of={}/bdp bs=1M count=32 status=none",
+            fs.mountpoint().display()
+        ),
+    );
+    let device_labels = [("device", device.as_str())];
+    let s = daemon.wait_for("a's pauses", Duration::from_secs(10), |s| {
+        let by_device = s.sum(count, &device_labels) - before.sum(count, &device_labels);
+        by_device > 0.0 && s.sum(PAUSES, &[("cgroup", &a)]) >= by_device
+    });
+    let by_device = s.sum(count, &device_labels) - before.sum(count, &device_labels);
+    let device_seconds = s.sum(sum, &device_labels) - before.sum(sum, &device_labels);
+    let by_cgroup = s.sum(PAUSES, &[("cgroup", &a)]);
+    let cgroup_seconds = s.sum(PAUSE_SECONDS, &[("cgroup", &a)]);
+    eprintln!(
+        "{device}: {by_device} pauses, {device_seconds:.3} s; {a}: {by_cgroup} pauses, \
+         {cgroup_seconds:.3} s"
+    );
+    assert_eq!(by_cgroup, by_device, "{}", wbscope_lines(&s));
+    assert!(
+        (cgroup_seconds - device_seconds).abs() < 1e-6,
+        "{cgroup_seconds} s charged to {a}, {device_seconds} s on {device}"
+    );
+    assert_eq!(
+        s.sum(PAUSES, &[("cgroup", &b)]),
+        0.0,
+        "{}",
+        wbscope_lines(&s)
+    );
 }
 
 #[test]

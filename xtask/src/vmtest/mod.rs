@@ -68,6 +68,7 @@ pub const DEFAULT_TESTS: &[&str] = &[
     "nfs::random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose",
     "cgroups::each_cgroup_counts_exactly_its_own_fsyncs",
     "cgroups::the_cap_on_named_cgroups_holds",
+    "cgroups::a_throttled_writers_pauses_are_charged_to_its_cgroup",
 ];
 
 /// Boots of one kernel that died before our init ran, before giving up.
