@@ -47,7 +47,7 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
     let ctx = CollectorContext {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
-        stalls: crate::stalls::StallShared::default(),
+        stalls: crate::families::stall_events::StallShared::default(),
         scrape_errors: crate::metrics::ScrapeErrors::default(),
         device_writes: Default::default(),
     };

@@ -84,7 +84,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Print stall events as they happen (from the daemon's stream or HTTP endpoint when it
     /// runs, else with probes of its own).
-    Trace(crate::stalls::trace::TraceArgs),
+    Trace(crate::families::stall_events::trace::TraceArgs),
     /// Live view of writeback per device, the processes waiting on it and the latest stalls
     /// (from the local daemon, else with probes of its own).
     Top(crate::top::TopArgs),

@@ -156,7 +156,7 @@ struct RawConfig {
     /// Probe selection.
     probes: Option<RawProbes>,
     /// Stall events: threshold, flight recorder, event stream.
-    stalls: Option<crate::stalls::config::RawStalls>,
+    stalls: Option<crate::families::stall_events::config::RawStalls>,
     /// What the exposition holds.
     metrics: Option<RawMetrics>,
     /// Web config file (TLS, basic auth) in the format of Prometheus exporters; `""` = none.
@@ -185,7 +185,7 @@ pub struct Config {
     /// `probes.disable`: probe or family names not to attach.
     pub disabled_probes: Vec<String>,
     /// The `[stalls]` table.
-    pub stalls: crate::stalls::StallsConfig,
+    pub stalls: crate::families::stall_events::StallsConfig,
     /// The `[metrics]` table.
     pub metrics: MetricsConfig,
     /// `web_config_file`: TLS and basic auth for every route (see [`crate::web`]).
@@ -204,7 +204,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             ignore_own_io: true,
             disabled_probes: Vec::new(),
-            stalls: crate::stalls::StallsConfig::default(),
+            stalls: crate::families::stall_events::StallsConfig::default(),
             metrics: MetricsConfig::default(),
             web_config_file: None,
             http: crate::web::limits::HttpLimits::default(),

@@ -44,7 +44,7 @@ pub enum DaemonError {
     #[error("cannot install the SIGHUP handler")]
     Signal(#[source] std::io::Error),
     #[error("stall events")]
-    Stalls(#[from] crate::stalls::StallError),
+    Stalls(#[from] crate::families::stall_events::StallError),
     #[error(transparent)]
     Web(#[from] crate::web::WebConfigError),
 }
@@ -66,7 +66,7 @@ pub struct Daemon {
     // BPF run-time stats stay enabled while this fd is open; closing it turns them off again
     // (unless someone else enabled them too).
     _run_time_stats: Option<std::os::fd::OwnedFd>,
-    stalls: crate::stalls::StallService,
+    stalls: crate::families::stall_events::StallService,
     /// TLS and authentication of the HTTP server.
     web: crate::web::Web,
 }
@@ -135,7 +135,7 @@ impl Daemon {
         let ctx = CollectorContext {
             page_size: kernel::page_size(),
             map_errors: MapErrors::default(),
-            stalls: crate::stalls::StallShared::default(),
+            stalls: crate::families::stall_events::StallShared::default(),
             scrape_errors: crate::metrics::ScrapeErrors::default(),
             device_writes: Default::default(),
         };
@@ -148,12 +148,14 @@ impl Daemon {
                 registry.register(collector)?;
             }
         }
-        let history = std::sync::Arc::new(crate::stalls::context::history::History::new(
-            ctx.device_writes.get().cloned(),
-            crate::families::writeback::reason_names(&kernel),
-            ctx.page_size,
-        ));
-        let stalls = crate::stalls::StallService::start(
+        let history = std::sync::Arc::new(
+            crate::families::stall_events::context::history::History::new(
+                ctx.device_writes.get().cloned(),
+                crate::families::writeback::reason_names(&kernel),
+                ctx.page_size,
+            ),
+        );
+        let stalls = crate::families::stall_events::StallService::start(
             &mut loaded.ebpf,
             &config.stalls,
             ctx.stalls.clone(),
@@ -227,6 +229,7 @@ impl Daemon {
         // the attach. Hand the heap they and the object's loading used back to the kernel.
         drop((kernel, families));
         crate::memory::release_free_heap();
+        crate::memory::release_start_up_pages();
         Ok(Daemon {
             addr,
             config: watch::Sender::new(config.clone()),
@@ -256,7 +259,7 @@ impl Daemon {
     }
 
     /// The stall pipeline (e.g. to change the threshold on reload).
-    pub fn stalls(&self) -> &crate::stalls::StallService {
+    pub fn stalls(&self) -> &crate::families::stall_events::StallService {
         &self.stalls
     }
 

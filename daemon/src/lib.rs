@@ -29,7 +29,7 @@ pub mod server_encoding;
 pub mod server_landing;
 pub mod service;
 pub mod signals;
-pub mod stalls;
+
 pub mod top;
 pub mod web;
 

@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         Some(Command::Check(args)) => check(&args),
         Some(Command::Run(args)) => run(&args),
         None => run(&cli.run),
-        Some(Command::Trace(args)) => wbscope::stalls::trace::run(&args),
+        Some(Command::Trace(args)) => wbscope::families::stall_events::trace::run(&args),
         Some(Command::Top(args)) => wbscope::top::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),

@@ -44,3 +44,105 @@ pub fn release_free_heap() {
         libc::malloc_trim(0);
     }
 }
+
+/// Unmaps the pages of the daemon's own executable that start-up touched: the code that parses
+/// BTF, relocates and loads the eBPF object, and the embedded object itself (about 1.3 MiB that
+/// nothing reads again until a reload). They are clean file pages, so the kernel keeps them in
+/// its page cache and maps a page back on its next use with a minor fault; what stays resident
+/// is the code the running daemon really executes (measured here: 7.5 MiB of the executable
+/// resident after start-up, most of it never run again).
+///
+/// Only mappings that are never written are touched — the executable's code segment and the
+/// page-aligned interior of the embedded object in read-only data. The read-only segment that
+/// holds relocated data (RELRO) is private dirty memory: discarding it would lose the
+/// relocations, so it is left alone.
+pub fn release_start_up_pages() {
+    let object = crate::probes::OBJECT;
+    let start = object.as_ptr() as usize;
+    let mut ranges = vec![page_interior(start, start + object.len())];
+    ranges.extend(own_code_segments());
+    for (start, end) in ranges {
+        if end <= start {
+            continue;
+        }
+        // SAFETY: [start, end) is page-aligned and lies inside a read-only or read-execute
+        // private file mapping of our own executable that no code writes: MADV_DONTNEED drops
+        // this process's mapping of the pages and a later access faults the same file contents
+        // back in.
+        let rc =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        if rc != 0 {
+            tracing::debug!(
+                "madvise(MADV_DONTNEED) of start-up pages: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// The whole pages inside `[start, end)`.
+fn page_interior(start: usize, end: usize) -> (usize, usize) {
+    // SAFETY: sysconf has no preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    };
+    (start.div_ceil(page) * page, end / page * page)
+}
+
+/// The read-execute mappings of the running executable, from `/proc/self/maps`.
+fn own_code_segments() -> Vec<(usize, usize)> {
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+        return Vec::new();
+    };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    code_segments(&maps, &exe.to_string_lossy())
+}
+
+/// The `r-xp` ranges of `exe` in a maps listing.
+fn code_segments(maps: &str, exe: &str) -> Vec<(usize, usize)> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let range = fields.next()?;
+            let perms = fields.next()?;
+            let path = fields.nth(3)?;
+            if perms != "r-xp" || path != exe {
+                return None;
+            }
+            let (start, end) = range.split_once('-')?;
+            Some((
+                usize::from_str_radix(start, 16).ok()?,
+                usize::from_str_radix(end, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_executables_code_segments_are_chosen() {
+        let maps = "\
+5555d000-5556a000 r--p 00000000 fe:01 123 /usr/bin/wbscope
+5556a000-55600000 r-xp 0000d000 fe:01 123 /usr/bin/wbscope
+55600000-55610000 r--p 000a3000 fe:01 123 /usr/bin/wbscope
+55610000-55611000 rw-p 000b3000 fe:01 123 /usr/bin/wbscope
+7f000000-7f100000 r-xp 00028000 fe:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f200000-7f300000 rw-p 00000000 00:00 0 \n";
+        assert_eq!(
+            code_segments(maps, "/usr/bin/wbscope"),
+            vec![(0x5556a000, 0x55600000)]
+        );
+    }
+
+    #[test]
+    fn partial_pages_at_either_end_are_left_mapped() {
+        let (start, end) = page_interior(4096 + 10, 5 * 4096 - 1);
+        assert_eq!((start, end), (2 * 4096, 4 * 4096));
+    }
+}

@@ -203,7 +203,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             log_format: running.log_format,
             ignore_own_io: running.ignore_own_io,
             disabled_probes: running.disabled_probes.clone(),
-            stalls: crate::stalls::config::StallsConfig {
+            stalls: crate::families::stall_events::config::StallsConfig {
                 threshold_ns: stalls.threshold_ns,
                 ..running.stalls.clone()
             },

@@ -4,8 +4,7 @@
 
 use crate::{hist::Log2Hist, user_pod};
 
-/// Name of the load-time global holding [`BlockLayout`].
-pub const BLOCK_LAYOUT_GLOBAL: &str = "BLOCK_LAYOUT";
+pub mod bio_disk;
 
 /// Number of request flags wbscope counts.
 pub const FLAG_COUNT: usize = 8;
@@ -217,7 +216,17 @@ impl RqStats {
     }
 }
 
-user_pod!(BlockLayout, BlockKey, RqCounts, BioCounts, RqStats);
+user_pod!(
+    BlockLayout,
+    BlockKey,
+    RqCounts,
+    BioCounts,
+    RqStats,
+    crate::slots::Slot<BioCounts>,
+    crate::slots::Slot<RqStats>
+);
+const _: () =
+    assert!(core::mem::size_of::<crate::slots::Slot<BioCounts>>() == 16 + (1 + FLAG_COUNT) * 8);
 
 #[cfg(test)]
 mod tests {
@@ -260,10 +269,23 @@ mod tests {
     }
 }
 
-/// Maps of the block family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const BLOCK_RQ_STATS: &str = "BLOCK_RQ_STATS";
     pub const BLOCK_BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
+    /// The slot array in front of it (`crate::slots`).
+    pub const BLOCK_BIO_SLOTS: &str = "BLOCK_BIO_SLOTS";
+    /// The slot array in front of `BLOCK_RQ_STATS`.
+    pub const BLOCK_RQ_SLOTS: &str = "BLOCK_RQ_SLOTS";
     pub const BLOCK_INFLIGHT: &str = "BLOCK_INFLIGHT";
+}
+
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
+    /// Holds [`super::BlockLayout`].
+    pub const BLOCK_LAYOUT: &str = "BLOCK_LAYOUT";
+    /// Holds [`super::bio_disk::BioDiskLayout`].
+    pub const BIO_DISK_LAYOUT: &str = "BIO_DISK_LAYOUT";
 }

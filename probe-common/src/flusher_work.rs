@@ -1,5 +1,5 @@
 //! Flusher work items with who queued them: one ring-buffer record per executed item, for the
-//! stall context (`daemon/src/stalls/context`). Kernel side: `probe-ebpf/src/work_queuers.rs`.
+//! stall context (`daemon/src/families/stall_events/context`). Kernel side: `probe-ebpf/src/flusher_work.rs`.
 
 use crate::{user_pod, writeback::WbKey};
 
@@ -67,9 +67,15 @@ pub const SYNC_QUEUER_NS: u64 = 10_000_000_000;
 
 user_pod!(WorkId, Queuer, WorkRecord, WorkQueuerLayout);
 
-/// Names in the eBPF object.
-pub mod names {
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
     pub const WORK_QUEUER_LAYOUT: &str = "WORK_QUEUER_LAYOUT";
+}
+
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
     pub const WORK_RECORDS: &str = "WORK_RECORDS";
     pub const RUNNING_WORK: &str = "RUNNING_WORK";
     /// Probe-side only: work items queued and not yet run, and the last sync(2) caller.

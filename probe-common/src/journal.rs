@@ -62,10 +62,14 @@ const _: () = assert!(core::mem::size_of::<JournalKey>() == 8);
 
 user_pod!(JournalFormat, CommitKey, JournalKey);
 
-/// Name of the load-time global holding [`JournalFormat`].
-pub const JOURNAL_FMT: &str = "JOURNAL_FMT";
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
+    /// Holds [`super::JournalFormat`].
+    pub const JOURNAL_FMT: &str = "JOURNAL_FMT";
+}
 
-/// Maps of the journal family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const COMMITS_INFLIGHT: &str = "COMMITS_INFLIGHT";

@@ -6,25 +6,24 @@
 //! globals.
 #![no_std]
 
-pub mod bio_disk;
 pub mod block;
 pub mod cgroups;
-pub mod device_write;
-pub mod dirty;
+pub mod device_writes;
+pub mod dirty_throttle;
 pub mod flusher_work;
 pub mod hist;
 pub mod journal;
-pub mod layout;
+pub mod kernel;
 pub mod map_overflow;
 pub mod nfs;
 pub mod object_names;
-pub mod stall;
-pub mod submission;
-pub mod sync_call;
-pub mod sync_layout;
-pub mod task;
-pub mod top;
+pub mod slots;
+pub mod stall_events;
+pub mod submissions;
+pub mod sync_calls;
+pub mod top_processes;
 pub mod writeback;
+pub mod writeback_wait;
 
 /// Implements `aya::Pod` for the listed types on the user side only.
 macro_rules! user_pod {

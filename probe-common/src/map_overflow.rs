@@ -48,8 +48,8 @@ pub const fn is_anonymous_dev(dev: u32) -> bool {
     dev != 0 && dev >> 20 == 0
 }
 
-/// The map of lost-key counters: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
-/// `object_names` lists them for the test that checks them against the object.
+/// Name of the map of lost-key counters in the eBPF object; `object_names` lists it for the test
+/// that checks it against the object.
 pub mod maps {
     pub const MAP_OVERFLOWS: &str = "MAP_OVERFLOWS";
 }

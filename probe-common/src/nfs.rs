@@ -170,19 +170,20 @@ user_pod!(
     NfsWbcMode
 );
 
-/// Names shared by the eBPF object and the daemon.
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
 pub mod globals {
-    /// The load-time global holding [`super::NfsFormat`].
+    /// Holds [`super::NfsFormat`].
     pub const NFS_FMT: &str = "NFS_FMT";
+}
+
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
+/// `object_names` lists them for the test that checks them against the object.
+pub mod maps {
     /// Per-CPU `NfsWriteKey → NfsWriteStats`.
     pub const NFS_WRITES: &str = "NFS_WRITES";
     /// Per-CPU `NfsCommitKey → NfsCommitStats`.
     pub const NFS_COMMITS: &str = "NFS_COMMITS";
-}
-
-/// Maps of the NFS family that only the probes use (the two the daemon reads are in
-/// `globals`); `object_names` lists them for the test that checks them against the object.
-pub mod maps {
     pub const NFS_WRITES_INFLIGHT: &str = "NFS_WRITES_INFLIGHT";
     pub const NFS_COMMITS_INFLIGHT: &str = "NFS_COMMITS_INFLIGHT";
     pub const NFS_PASS_MODE: &str = "NFS_PASS_MODE";

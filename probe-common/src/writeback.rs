@@ -78,11 +78,39 @@ pub struct FlusherItem {
 }
 const _: () = assert!(core::mem::size_of::<FlusherItem>() == 24 + 16 + 24 + 8);
 
-user_pod!(WbKey, WbStats, FlusherItem);
+/// Field offsets in the records of the `writeback:writeback_work_class` tracepoints
+/// (`writeback_queue`, `writeback_exec`, `writeback_start`, `writeback_written`).
+///
+/// `include/trace/events/writeback.h`, `DECLARE_EVENT_CLASS(writeback_work_class, …)`:
+/// `char name[32]; long nr_pages; dev_t sb_dev; int sync_mode; int for_kupdate;
+/// int range_cyclic; int for_background; int reason; ino_t cgroup_ino;`
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WbWorkFormat {
+    pub name: u32,
+    pub nr_pages: u32,
+    pub sb_dev: u32,
+    pub sync_mode: u32,
+    pub for_kupdate: u32,
+    pub range_cyclic: u32,
+    pub for_background: u32,
+    pub reason: u32,
+}
+const _: () = assert!(core::mem::size_of::<WbWorkFormat>() == 32);
 
-/// Maps of the writeback-work family: names shared by `#[map]` statics in `probe-ebpf` and the daemon's `take_map`;
+user_pod!(WbKey, WbStats, FlusherItem, WbWorkFormat);
+
+/// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
+/// daemon sets before load).
+pub mod globals {
+    pub const WB_WORK_FMT: &str = "WB_WORK_FMT";
+}
+
+/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const WB_WORK_STATS: &str = "WB_WORK_STATS";
     pub const FLUSHER_ITEMS: &str = "FLUSHER_ITEMS";
+    /// Task storage (see `kernel::maps`).
+    pub const FLUSHER_ITEM_TASK: &str = "FLUSHER_ITEM_TASK";
 }

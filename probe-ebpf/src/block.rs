@@ -15,11 +15,13 @@
 //! flush machinery completing a request a second time (`blk_flush_complete_seq` ends the data
 //! request again after the post-flush) or ending an empty pre-flush that never reached the driver.
 
+mod bio_disk;
+
 use aya_ebpf::{
     EbpfContext,
     helpers::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
-    maps::{LruHashMap, PerCpuHashMap},
+    maps::{LruHashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
@@ -27,16 +29,17 @@ use probe_common::block::{
     HAS_START_TIME, HAS_STATS_FLAG, RqStats,
 };
 use probe_common::map_overflow;
+use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
-    btf_load::load,
-    hist::{record, value_or_insert},
+    hist::{record, slot_or_insert},
+    kernel::btf_load::load,
 };
 
 /// Resolved by the daemon from BTF; all zero (unresolved) makes every probe here a no-op.
 /// A plain static read field by field with [`layout!`] rather than an `aya_ebpf::Global`, whose
 /// `load()` copies the whole struct on every event (about 40 loads and a dozen stack spills in
-/// the compiled program). `#[used]`: see globals.rs; without it LLVM may merge equal constants
+/// the compiled program). `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants
 /// into this global.
 #[used]
 #[unsafe(no_mangle)]
@@ -58,10 +61,20 @@ macro_rules! layout {
 #[map]
 static BLOCK_RQ_STATS: PerCpuHashMap<BlockKey, RqStats> = PerCpuHashMap::with_max_entries(4096, 0);
 
+/// The slots in front of [`BLOCK_RQ_STATS`] (`probe_common::slots`): issue and completion of
+/// every request update one.
+#[map]
+static BLOCK_RQ_SLOTS: PerCpuArray<Slot<RqStats>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+
 /// Bio counters by (dev, op). Feeds bio-level flags.
 #[map]
 static BLOCK_BIO_COUNTS: PerCpuHashMap<BlockKey, BioCounts> =
     PerCpuHashMap::with_max_entries(4096, 0);
+
+/// The slots in front of [`BLOCK_BIO_COUNTS`] (`probe_common::slots`): every bio updates one, so
+/// a host's few busy (device, op) keys are counted without a hash lookup.
+#[map]
+static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
 /// Issue time by request address, for requests the kernel does not time itself. LRU, so
 /// requests whose completion is never seen (attach races, driver timeouts) cannot fill it.
@@ -211,7 +224,8 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let key = key(disk_dev(disk)?, rq.opf);
     let op = key.op as u32;
     let t = now();
-    if let Some(v) = value_or_insert(
+    if let Some(v) = slot_or_insert(
+        &BLOCK_RQ_SLOTS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -288,7 +302,8 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     if error == 0 && latency.is_none() {
         return None;
     }
-    let v = value_or_insert(
+    let v = slot_or_insert(
+        &BLOCK_RQ_SLOTS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -323,9 +338,9 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         return None;
     }
     let opf: u32 = load(bio, layout!(bio_bi_opf));
-    let dev = if crate::bio_disk::in_use() {
+    let dev = if bio_disk::in_use() {
         // Before 5.12: no bi_bdev, the bio names its disk and partition number.
-        crate::bio_disk::dev(bio)?
+        bio_disk::dev(bio)?
     } else {
         let bdev: u64 = load(bio, layout!(bio_bi_bdev));
         if bdev == 0 {
@@ -339,7 +354,8 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         sync: 0,
     };
     crate::device_writes::bio_queued(bio, dev, key.op as u32);
-    let c = value_or_insert(
+    let c = slot_or_insert(
+        &BLOCK_BIO_SLOTS,
         &BLOCK_BIO_COUNTS,
         &key,
         &BioCounts::ZERO,

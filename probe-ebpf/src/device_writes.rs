@@ -16,17 +16,28 @@
 //!
 //! Cost per bio: loads of `current->mm` (and, when neither map knows the thread, of the first
 //! word of `current->comm`), one per-thread lookup (task storage where the kernel has it, else
-//! a hash) and one per-CPU hash update: no shared cache line is written.
+//! a hash) and one per-CPU array slot update (the hash on a slot collision, see
+//! `probe_common::slots`): no shared cache line is written.
 
-use aya_ebpf::{Global, helpers::bpf_get_current_pid_tgid, macros::map, maps::PerCpuHashMap};
-use probe_common::device_write::{
+use aya_ebpf::{
+    Global,
+    helpers::bpf_get_current_pid_tgid,
+    macros::map,
+    maps::{PerCpuArray, PerCpuHashMap},
+};
+use probe_common::device_writes::{
     DevWriteKey, DevWriteLayout, DevWriteStats, NO_WORK, WriteSource, counts_as_written,
 };
 use probe_common::map_overflow;
+use probe_common::slots::{SLOT_COUNT, Slot};
 
-use crate::{btf_load::load, current_task, hist::value_or_insert, inflight, writeback};
+use crate::{
+    hist::slot_or_insert,
+    kernel::{btf_load::load, current_task, inflight},
+    writeback,
+};
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
@@ -46,6 +57,12 @@ static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
 static DEVICE_WRITES: PerCpuHashMap<DevWriteKey, DevWriteStats> =
     PerCpuHashMap::with_max_entries(2048, 0);
 
+/// The slots in front of [`DEVICE_WRITES`] (`probe_common::slots`): a host's few busy keys are
+/// counted without a hash lookup.
+#[map]
+static DEVICE_WRITE_SLOTS: PerCpuArray<Slot<DevWriteStats>> =
+    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+
 /// Little-endian heads of thread names: io-wq workers (`iou-wrk-<pid>`), jbd2 threads
 /// (`jbd2/<dev>-8`) and workqueue workers (`kworker/…`).
 const IO_WQ_PREFIX: u64 = u64::from_le_bytes(*b"iou-wrk-");
@@ -62,7 +79,8 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
     }
     let bytes: u32 = load(bio, l.bio_bi_size);
     let key = source_key(bio, dev, &l);
-    if let Some(s) = value_or_insert(
+    if let Some(s) = slot_or_insert(
+        &DEVICE_WRITE_SLOTS,
         &DEVICE_WRITES,
         &key,
         &DevWriteStats::ZERO,
@@ -85,8 +103,8 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
         reason: NO_WORK,
         _reserved: 0,
     };
-    // Kernel threads have no mm; an unreadable task counts as a kernel thread.
-    let kernel_thread = current_task::member::<u64>(l.task_mm).unwrap_or(0) == 0;
+    // An unreadable task counts as a kernel thread.
+    let kernel_thread = current_task::is_kernel_thread(l.task_mm).unwrap_or(true);
     if !kernel_thread {
         if let Some(call) = inflight::current(tid) {
             // SAFETY: a map or task storage value pointer, valid for this program run.

@@ -16,7 +16,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use probe_common::{
-    dirty::{BdiKey, DirtyThrottleFormat},
+    dirty_throttle::{BdiKey, DirtyThrottleFormat},
     hist::Log2Hist,
     map_overflow,
     writeback::BDI_NAME_LEN,
@@ -25,7 +25,7 @@ use probe_common::{
 use crate::hist::{record, value_or_insert};
 
 /// Field offsets and the unit of `pause`, resolved by the daemon; all zero = not resolved.
-// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+// `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
 pub static DIRTY_THROTTLE_FMT: Global<DirtyThrottleFormat> = Global::new(DirtyThrottleFormat {
@@ -76,7 +76,7 @@ fn try_balance_dirty_pages(ctx: &TracePointContext) -> Option<()> {
     key.bdi[8..].copy_from_slice(&(raw[1] & high_mask).to_le_bytes());
     let pause_ns = pause as u64 * f.pause_unit_ns as u64;
     crate::stall_events::throttled(pause_ns, &key.bdi);
-    crate::top_procs::add_throttle(pause_ns);
+    crate::top_processes::add_throttle(pause_ns);
     crate::cgroups::throttled(pause_ns);
     let hist = value_or_insert(
         &DIRTY_THROTTLE_PAUSE,

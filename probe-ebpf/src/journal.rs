@@ -26,11 +26,11 @@ use probe_common::{
 };
 
 use crate::{
-    btf_load,
     hist::{record, value_or_insert},
+    kernel::btf_load,
 };
 
-// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+// `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
 pub static JOURNAL_FMT: Global<JournalFormat> = Global::new(JournalFormat {

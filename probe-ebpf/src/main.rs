@@ -7,35 +7,26 @@
 //! records that leave the kernel are stall events (operations over a threshold, `stall_events`).
 #![no_std]
 #![no_main]
-// Atomic add on map values (see folio_wait.rs): the BPF target lacks compare-and-swap, so
+// Atomic add on map values (see writeback_wait.rs): the BPF target lacks compare-and-swap, so
 // core's atomics offer no fetch_add there.
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
-mod bio_disk;
 mod block;
-mod btf_load;
 mod cgroups;
-mod current_task;
 mod device_writes;
 mod dirty_throttle;
-mod fd_dev;
-mod folio_wait;
-mod globals;
+mod flusher_work;
 mod hist;
-mod inflight;
-mod io_uring_sync;
 mod journal;
-mod msync_dev;
+mod kernel;
 mod nfs;
-mod prev_state;
 mod stall_events;
 mod submissions;
 mod sync_calls;
-mod task_storage;
-mod top_procs;
-mod work_queuers;
+mod top_processes;
 mod writeback;
+mod writeback_wait;
 
 #[cfg(not(test))]
 #[panic_handler]

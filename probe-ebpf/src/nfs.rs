@@ -29,11 +29,11 @@ use probe_common::nfs::{
 };
 
 use crate::{
-    btf_load::load,
     hist::{record, value_or_insert},
+    kernel::btf_load::load,
 };
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static NFS_FMT: Global<NfsFormat> = Global::new(NfsFormat {

@@ -28,16 +28,18 @@ use aya_ebpf::{
     maps::{Array, LruHashMap, PerCpuArray, RingBuf},
 };
 use probe_common::{
-    stall::{DevBusy, OpenCall, STALL_RING_BYTES, StallConfig, StallEvent, StallKind, StallLayout},
+    stall_events::{
+        DevBusy, OpenCall, STALL_RING_BYTES, StallConfig, StallEvent, StallKind, StallLayout,
+    },
     writeback::BDI_NAME_LEN,
 };
 
-use crate::{btf_load::read, inflight};
+use crate::kernel::{btf_load::read, inflight};
 
 /// Offsets from BTF, resolved by the daemon. A plain static rather than an `aya_ebpf::Global`
 /// so that the block hooks, which run on every request, can read the two fields they need (see
 /// [`stall_layout!`]) instead of copying the whole struct.
-// `#[used]`: see globals.rs; without it LLVM may merge equal constants into this global.
+// `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants into this global.
 #[used]
 #[unsafe(no_mangle)]
 static STALL_LAYOUT: StallLayout = StallLayout {

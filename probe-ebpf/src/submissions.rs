@@ -36,31 +36,31 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::map_overflow;
-use probe_common::submission::{
+use probe_common::submissions::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
 };
 
 use crate::{
-    btf_load::{load, read},
-    current_task,
-    fd_dev::dev_of_inode,
     hist::value_or_insert,
-    inflight,
-    task_storage::{self, task_storage},
+    kernel::{
+        btf_load::{load, read},
+        current_task,
+        fd_dev::{dev_of_inode, dev_of_typed_inode},
+        inflight,
+        task_storage::{self, task_storage},
+    },
 };
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static EXT4_WP_RESULT_FMT: Global<Ext4WritepagesResultFormat> =
     Global::new(Ext4WritepagesResultFormat {
-        inode_i_sb: 0,
-        sb_s_dev: 0,
         wbc_sync_mode: 0,
         resolved: 0,
     });
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static WBC_LAYOUT: Global<WbcLayout> = Global::new(WbcLayout {
@@ -168,8 +168,8 @@ pub fn writeback_single_inode_start(_ctx: BtfTracePointContext) -> u32 {
     if l.resolved == 0 {
         return 0;
     }
-    // Kernel threads have no mm; the flusher is a kworker.
-    if current_task::member::<u64>(l.task_mm) != Some(0) {
+    // The flusher is a kworker, a kernel thread.
+    if current_task::is_kernel_thread(l.task_mm) != Some(true) {
         return 0;
     }
     let tid = tid();
@@ -229,11 +229,7 @@ fn try_ext4_writepages_result(ctx: &BtfTracePointContext) -> Option<()> {
     }
     // Plain loads through the BTF-typed arguments: the verifier checks the load-time constant
     // offsets against the structs' BTF and makes the loads fault-safe, with no helper call.
-    let sb: u64 = load(inode, f.inode_i_sb);
-    if sb == 0 {
-        return None;
-    }
-    let dev: u32 = load(sb, f.sb_s_dev);
+    let dev = dev_of_typed_inode(inode)?;
     let sync_mode: u32 = load(wbc, f.wbc_sync_mode);
     let key = SubmitKey {
         dev,

@@ -11,6 +11,9 @@
 //! writeback submission probes (`submissions`) read to attribute writepages passes to their
 //! caller, and it carries the call's stall-event breakdown (`stall_events`).
 
+mod io_uring;
+mod msync_dev;
+
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
@@ -20,26 +23,45 @@ use aya_ebpf::{
 };
 use probe_common::{
     hist::Log2Hist,
-    layout::SysEnterFdFormat,
     map_overflow,
-    stall::InflightSync,
-    sync_call::{MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall},
-    sync_layout::{FieldFormat, SfrEnterFormat},
+    stall_events::InflightSync,
+    sync_calls::{
+        MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall,
+        layout::{FieldFormat, SfrEnterFormat, SysEnterFdFormat},
+    },
 };
 
 use crate::{
-    fd_dev::{dev_of_inode, inode_of_fd},
-    globals::{FDATASYNC_ENTER_FMT, FSYNC_ENTER_FMT, is_ignored_tgid},
     hist::{record, value_or_insert},
+    kernel::{
+        fd_dev::{dev_of_inode, inode_of_fd},
+        globals::is_ignored_tgid,
+    },
     stall_events,
 };
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+#[unsafe(no_mangle)]
+#[used]
+static FSYNC_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
+    fd: 0,
+    _reserved: 0,
+});
+
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+#[unsafe(no_mangle)]
+#[used]
+static FDATASYNC_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
+    fd: 0,
+    _reserved: 0,
+});
+
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static SFR_ENTER_FMT: Global<SfrEnterFormat> = Global::new(SfrEnterFormat { fd: 0, flags: 0 });
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static SYNCFS_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat {
@@ -47,7 +69,7 @@ static SYNCFS_ENTER_FMT: Global<SysEnterFdFormat> = Global::new(SysEnterFdFormat
     _reserved: 0,
 });
 
-// `#[used]`: never merged with a promoted constant (see `globals`).
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
 static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
@@ -136,7 +158,7 @@ pub fn sys_exit_sync_file_range(ctx: TracePointContext) -> u32 {
 /// sync(2) takes no arguments and covers every filesystem: device 0, exported as `all`.
 #[tracepoint]
 pub fn sys_enter_sync(_ctx: TracePointContext) -> u32 {
-    crate::work_queuers::sync_entered();
+    crate::flusher_work::sync_entered();
     if let Some(tid) = traced_tid() {
         begin(tid, SyncSyscall::Sync, 0, 0);
     }
@@ -230,13 +252,13 @@ fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
         pass_open: 0,
         _reserved: 0,
     };
-    crate::inflight::begin(tid, &call);
+    crate::kernel::inflight::begin(tid, &call);
 }
 
 #[inline(always)]
 fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(call) = crate::inflight::take(tid) else {
+    let Some(call) = crate::kernel::inflight::take(tid) else {
         return;
     };
     if call.pass_open != 0 {
@@ -257,7 +279,7 @@ fn exit(ctx: &TracePointContext, syscall: SyncSyscall) {
         end,
     );
     let ns = end.saturating_sub(start.start_ns);
-    crate::top_procs::add_sync(ns);
+    crate::top_processes::add_sync(ns);
     crate::cgroups::sync_call(start.syscall, ns);
     // Kernel-side logging costs microseconds per event: only in `debug` builds.
     #[cfg(feature = "debug")]

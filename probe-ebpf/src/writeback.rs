@@ -15,19 +15,33 @@
 //! iteration are `nr_pages@start − nr_pages@written`; summing `nr_pages` would be wrong.
 
 use aya_ebpf::{
+    Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
     maps::{LruHashMap, PerCpuHashMap},
     programs::TracePointContext,
 };
 use probe_common::map_overflow;
-use probe_common::writeback::{BDI_NAME_LEN, FlusherItem, WbKey, WbStats};
+use probe_common::writeback::{BDI_NAME_LEN, FlusherItem, WbKey, WbStats, WbWorkFormat};
 
 use crate::{
-    globals::WB_WORK_FMT,
     hist::{record, value_or_insert},
-    task_storage::{self, task_storage},
+    kernel::task_storage::{self, task_storage},
 };
+
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+#[unsafe(no_mangle)]
+#[used]
+static WB_WORK_FMT: Global<WbWorkFormat> = Global::new(WbWorkFormat {
+    name: 0,
+    nr_pages: 0,
+    sb_dev: 0,
+    sync_mode: 0,
+    for_kupdate: 0,
+    range_cyclic: 0,
+    for_background: 0,
+    reason: 0,
+});
 
 /// Aggregates by (bdi, sync mode, reason). Feeds the `wbscope_writeback_*` work metrics.
 #[map]
@@ -162,7 +176,7 @@ fn finish_item(tid: u32) {
     } else {
         let _ = FLUSHER_ITEMS.remove(&tid);
     }
-    crate::work_queuers::finished(tid);
+    crate::flusher_work::finished(tid);
     if item.started == 0 || item.t_last_written < item.t_first_start {
         return;
     }
@@ -195,7 +209,7 @@ fn open_item(tid: u32, w: &WorkRecord) {
     } else {
         let _ = FLUSHER_ITEMS.insert(&tid, &item, 0);
     }
-    crate::work_queuers::executing(tid, &w.key, w.sb_dev, w.kind_bits);
+    crate::flusher_work::executing(tid, &w.key, w.sb_dev, w.kind_bits);
 }
 
 #[inline(always)]
@@ -206,7 +220,7 @@ fn same_work(item: &FlusherItem, w: &WorkRecord) -> bool {
 #[tracepoint]
 pub fn writeback_queue(ctx: TracePointContext) -> u32 {
     if let Some(w) = read_work(&ctx) {
-        crate::work_queuers::queued(&w.key, w.sb_dev, w.kind_bits);
+        crate::flusher_work::queued(&w.key, w.sb_dev, w.kind_bits);
         if let Some(s) = stats(&w.key) {
             s.queued += 1;
         }
@@ -273,7 +287,7 @@ pub fn writeback_written(ctx: TracePointContext) -> u32 {
     item.t_last_written = now();
     let pages = item.iteration_nr_pages - w.nr_pages;
     if pages > 0 {
-        crate::work_queuers::written(tid, pages as u64);
+        crate::flusher_work::written(tid, pages as u64);
         if let Some(s) = stats(&w.key) {
             s.written_pages += pages as u64;
         }

@@ -2,16 +2,13 @@
 //! at `block_bio_queue` (a probe of the block family, which calls `probe-ebpf/src/
 //! device_writes.rs`) by the flusher work or the task call that submitted it. Exports
 //! `wbscope_device_write_bytes_total` and `wbscope_device_write_bios_total`; the stall context
-//! samples the same map (`stalls::context`).
+//! samples the same map (`families::stall_events::context`).
 
 use std::collections::BTreeMap;
 
-use aya::{
-    Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuHashMap},
-};
-use probe_common::device_write::{
-    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, names,
+use aya::{Ebpf, EbpfLoader};
+use probe_common::device_writes::{
+    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, globals, maps,
 };
 use prometheus::{
     core::{Collector, Desc},
@@ -28,10 +25,9 @@ use crate::{
         layout::{member_offset, request_op_enum},
     },
     metrics::{
-        MapErrors, describe,
+        MapErrors, Slotted, describe,
         detail::{self, Detail},
         proto::MetricBuilder,
-        read_per_cpu_hash,
     },
     probes::ProbeSpec,
 };
@@ -48,7 +44,7 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
     let iter = btf.member_offset("bio", "bi_iter")?;
     Ok(DevWriteLayout {
         bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         op_discard: request_op(btf, "REQ_OP_DISCARD")?,
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
@@ -104,17 +100,14 @@ impl Family for DeviceWrites {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(l)) = &self.layout {
-            loader.override_global(names::DEV_WRITE_LAYOUT, l, true);
+            loader.override_global(globals::DEV_WRITE_LAYOUT, l, true);
         }
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(names::DEVICE_WRITES);
-        let map = ebpf
-            .take_map(names::DEVICE_WRITES)
-            .and_then(|m| PerCpuHashMap::try_from(m).ok());
+        ctx.map_errors.register(maps::DEVICE_WRITES);
         let reader = DeviceWriteReader {
-            map,
+            maps: Slotted::take(ebpf, maps::DEVICE_WRITE_SLOTS, maps::DEVICE_WRITES),
             errors: ctx.map_errors.clone(),
             reasons: self.reasons.clone(),
         };
@@ -157,7 +150,7 @@ pub type SourceLabels = (String, &'static str, String, String);
 
 /// Reads and labels the device-writes map; shared by the collector and the stall context.
 pub struct DeviceWriteReader {
-    map: Option<PerCpuHashMap<MapData, DevWriteKey, DevWriteStats>>,
+    maps: Slotted<DevWriteKey, DevWriteStats>,
     errors: MapErrors,
     reasons: BTreeMap<u32, String>,
 }
@@ -165,13 +158,7 @@ pub struct DeviceWriteReader {
 impl DeviceWriteReader {
     /// Totals since load by labels (distinct raw keys with the same labels merged).
     pub fn read(&self) -> Option<BTreeMap<SourceLabels, DevWriteStats>> {
-        let entries = read_per_cpu_hash(
-            names::DEVICE_WRITES,
-            self.map.as_ref(),
-            &self.errors,
-            |acc: &mut DevWriteStats, v| acc.merge(v),
-            DevWriteStats::ZERO,
-        )?;
+        let entries = self.read_totals()?;
         let mut series = BTreeMap::new();
         for (key, stats) in entries {
             series
@@ -185,18 +172,22 @@ impl DeviceWriteReader {
     /// Bytes since load by raw key, sorted by key, with no labels made: the stall-context
     /// sampler reads this ten times a second and labels only the few keys a context needs.
     pub fn read_bytes(&self) -> Option<Vec<(DevWriteKey, u64)>> {
-        let mut entries: Vec<(DevWriteKey, u64)> = read_per_cpu_hash(
-            names::DEVICE_WRITES,
-            self.map.as_ref(),
+        let mut entries: Vec<(DevWriteKey, u64)> = self
+            .read_totals()?
+            .into_iter()
+            .map(|(key, stats)| (key, stats.bytes))
+            .collect();
+        entries.sort_unstable_by_key(|(key, _)| raw_order(key));
+        Some(entries)
+    }
+
+    /// Every raw key's totals, CPUs, slots and hash added up.
+    fn read_totals(&self) -> Option<Vec<(DevWriteKey, DevWriteStats)>> {
+        self.maps.read(
             &self.errors,
             |acc: &mut DevWriteStats, v| acc.merge(v),
             DevWriteStats::ZERO,
-        )?
-        .into_iter()
-        .map(|(key, stats)| (key, stats.bytes))
-        .collect();
-        entries.sort_unstable_by_key(|(key, _)| raw_order(key));
-        Some(entries)
+        )
     }
 
     /// The labels of one raw key (the device's name is read from sysfs).

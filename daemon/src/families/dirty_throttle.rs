@@ -4,7 +4,7 @@
 use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
 use probe_common::{
-    dirty::{BdiKey, DirtyThrottleFormat, globals},
+    dirty_throttle::{BdiKey, DirtyThrottleFormat, globals},
     writeback::BDI_NAME_LEN,
 };
 use prometheus::core::Collector;
@@ -27,7 +27,7 @@ const PROBES: &[ProbeSpec] = &[ProbeSpec::tracepoint(
 )];
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::dirty::maps::DIRTY_THROTTLE_PAUSE;
+use probe_common::dirty_throttle::maps::DIRTY_THROTTLE_PAUSE;
 
 /// Nanoseconds per unit of the tracepoint's `pause`: the task sleeps `pause` jiffies, and
 /// `TP_fast_assign` records `__entry->pause = pause * 1000 / HZ`, milliseconds, as it has since

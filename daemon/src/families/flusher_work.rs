@@ -1,10 +1,10 @@
 //! Flusher work records for the stall context: who queued each work item, when it ran and what
-//! it wrote (`probe-ebpf/src/work_queuers.rs`, called from the writeback family's probes and
+//! it wrote (`probe-ebpf/src/flusher_work.rs`, called from the writeback family's probes and
 //! `sys_enter_sync`). No probe and no metric of its own: pids stay out of metric labels; the
-//! records reach stall events only (`stalls::context`).
+//! records reach stall events only (`families::stall_events::context`).
 
 use aya::{Ebpf, EbpfLoader};
-use probe_common::flusher_work::{WorkQueuerLayout, names};
+use probe_common::flusher_work::{WorkQueuerLayout, globals};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, LayoutError, Part, writeback::reason_names};
@@ -60,7 +60,7 @@ impl Family for FlusherWork {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(l)) = &self.layout {
-            loader.override_global(names::WORK_QUEUER_LAYOUT, l, true);
+            loader.override_global(globals::WORK_QUEUER_LAYOUT, l, true);
         }
     }
 

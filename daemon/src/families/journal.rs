@@ -3,7 +3,7 @@
 
 use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
-use probe_common::journal::{JOURNAL_FMT, JournalFormat, JournalKey, JournalKind};
+use probe_common::journal::{JournalFormat, JournalKey, JournalKind, globals::JOURNAL_FMT};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};

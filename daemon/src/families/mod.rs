@@ -32,7 +32,7 @@ pub struct CollectorContext {
     /// Failed map reads by map name, exported as `wbscope_map_read_errors_total`.
     pub map_errors: MapErrors,
     /// Stall counters, shared with the stall service that counts them.
-    pub stalls: crate::stalls::StallShared,
+    pub stalls: crate::families::stall_events::StallShared,
     /// Sources a collector could not read, exported as `wbscope_scrape_errors_total`.
     pub scrape_errors: crate::metrics::ScrapeErrors,
     /// The device-writes reader, for the stall context (set by its family's collectors).

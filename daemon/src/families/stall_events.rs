@@ -1,19 +1,43 @@
 //! The stall-events family: no probes of its own (the other families' probes report stalls),
 //! the BTF facts the stall code needs, and the stall metrics.
+//!
+//! Stall investigation: the probes report operations over a threshold to a ring buffer; the
+//! daemon keeps them in a flight recorder (`GET /stalls`), counts them
+//! (`wbscope_stalls_total`) and streams them to `wbscope trace` over a Unix socket.
+
+pub mod config;
+pub mod context;
+pub mod duration;
+pub mod event;
+pub mod format;
+pub mod http;
+pub mod log_record;
+pub mod metrics;
+pub mod recorder;
+pub mod service;
+pub mod source;
+pub mod stream;
+pub mod summary;
+pub mod trace;
+
+pub use config::StallsConfig;
+pub use metrics::StallShared;
+pub use service::StallService;
+pub use source::StallError;
 
 use aya::{Ebpf, EbpfLoader};
-use probe_common::stall::{StallLayout, names};
+use probe_common::stall_events::{StallLayout, globals};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, Part};
 use crate::{
+    families::stall_events::{metrics::DropsCollector, source::take_drops},
     kernel::{
         LayoutError,
         btf::Btf,
         layout::{member_offset, request_op_enum},
     },
     probes::ProbeSpec,
-    stalls::{metrics::DropsCollector, source::take_drops},
 };
 
 /// The stall-events family.
@@ -56,7 +80,7 @@ impl Family for StallEvents {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(layout)) = &self.layout {
-            loader.override_global(names::STALL_LAYOUT, layout, true);
+            loader.override_global(globals::STALL_LAYOUT, layout, true);
         }
     }
 

@@ -11,7 +11,7 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuHashMap},
 };
-use probe_common::submission::{
+use probe_common::submissions::{
     Ext4WritepagesResultFormat, SubmitKey, SubmitStats, WbCaller, WbcLayout, globals,
 };
 use prometheus::{
@@ -38,7 +38,7 @@ const PROBES: &[ProbeSpec] = &[
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::submission::maps::WB_SUBMISSIONS;
+use probe_common::submissions::maps::WB_SUBMISSIONS;
 
 /// The writeback-submissions family.
 #[derive(Default)]
@@ -52,8 +52,8 @@ pub struct Submissions {
 
 /// `tp_btf/ext4_writepages_result(struct inode *, struct writeback_control *, int ret,
 /// int pages_written)`: the probe reads arguments 0, 1 and 3 by position, so the prototype must
-/// be exactly that (checked in BTF), and the members behind the classic record's `dev`
-/// (`inode->i_sb->s_dev`) and `sync_mode` (`wbc->sync_mode`).
+/// be exactly that (checked in BTF), and the member behind the classic record's `sync_mode`
+/// (`wbc->sync_mode`); its `dev` (`inode->i_sb->s_dev`) is the shared inode → device layout's.
 fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, LayoutError> {
     const EVENT: &str = "ext4_writepages_result";
     let btf = kernel.btf()?;
@@ -66,9 +66,9 @@ fn ext4_format(kernel: &KernelInfo) -> Result<Ext4WritepagesResultFormat, Layout
             format!(": unexpected prototype (inode at {inode}, wbc at {wbc}, {count} arguments)"),
         ));
     }
+    // The inode's device comes from the shared inode → device layout, which must have resolved.
+    kernel.inode_dev()?;
     Ok(Ext4WritepagesResultFormat {
-        inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
-        sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
         wbc_sync_mode: member_offset(btf, "writeback_control", "sync_mode", 4)?,
         resolved: 1,
     })
@@ -93,7 +93,7 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
         fbatch_len: folios_size / 8,
         folio_mapping: member_offset(btf, "folio", "mapping", 8)?,
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         folio_flags: btf.member_offset("folio", "flags")?,
         // Optional: without it, sizes come from nr_to_write deltas (see the probe). Older
         // kernels (6.12 among them) name the same count `_folio_nr_pages`.
@@ -119,7 +119,6 @@ fn wbc_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
 /// The layout with only `task_mm` set: `fbatch_len` 0 makes `wbc_writepage` find no folio, and
 /// that probe is skipped anyway when the full layout is not resolved.
 fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
-    let btf = kernel.btf()?;
     Ok(WbcLayout {
         nr_to_write: 0,
         sync_mode: 0,
@@ -129,7 +128,7 @@ fn flusher_layout(kernel: &KernelInfo) -> Result<WbcLayout, LayoutError> {
         fbatch_len: 0,
         folio_mapping: 0,
         mapping_host: 0,
-        task_mm: member_offset(btf, "task_struct", "mm", 8)?,
+        task_mm: kernel.task_mm()?,
         folio_flags: 0,
         folio_nr_pages: 0,
         pg_head: 0,

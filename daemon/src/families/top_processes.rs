@@ -13,7 +13,7 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuHashMap},
 };
-use probe_common::top::{ProcStats, names};
+use probe_common::top_processes::{ProcStats, maps};
 use serde::{Deserialize, Serialize};
 
 use crate::{families::dirty_throttle::bdi_name, metrics::MapErrors};
@@ -82,15 +82,15 @@ impl ProcessTable {
     /// Takes the map out of `ebpf` (absent from an object built without it: an empty table).
     pub fn take(ebpf: &mut Ebpf, errors: MapErrors) -> ProcessTable {
         let map = ebpf
-            .take_map(names::TOP_PROCESSES)
+            .take_map(maps::TOP_PROCESSES)
             .and_then(|m| PerCpuHashMap::try_from(m).ok());
         if map.is_none() {
             tracing::warn!(
                 "map {} missing: wbscope top shows no processes",
-                names::TOP_PROCESSES
+                maps::TOP_PROCESSES
             );
         }
-        errors.register(names::TOP_PROCESSES);
+        errors.register(maps::TOP_PROCESSES);
         ProcessTable { map, errors }
     }
 
@@ -104,7 +104,7 @@ impl ProcessTable {
         for item in map.iter() {
             match item {
                 Ok((tgid, cpus)) => rows.push(ProcRow::from_cpus(tgid, &cpus)),
-                Err(_) => self.errors.count(names::TOP_PROCESSES),
+                Err(_) => self.errors.count(maps::TOP_PROCESSES),
             }
         }
         rows

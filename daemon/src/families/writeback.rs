@@ -11,8 +11,7 @@ use aya::{
 };
 use probe_common::{
     hist::Log2Hist,
-    layout::{WbWorkFormat, globals},
-    writeback::{WB_SYNC_ALL, WbKey, WbStats},
+    writeback::{WB_SYNC_ALL, WbKey, WbStats, WbWorkFormat, globals},
 };
 use prometheus::{
     core::{Collector, Desc},

@@ -4,10 +4,7 @@
 
 use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
-use probe_common::{
-    dirty::{FolioWaitLayout, globals},
-    task::{PrevStateSource, globals as task_globals},
-};
+use probe_common::writeback_wait::{FolioWaitLayout, PrevStateSource, globals};
 use prometheus::core::Collector;
 
 use super::{CollectorContext, Family, KernelInfo, gap_of};
@@ -35,7 +32,7 @@ const PROBES: &[ProbeSpec] = &[
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::dirty::maps::WRITEBACK_WAIT;
+use probe_common::writeback_wait::maps::WRITEBACK_WAIT;
 
 const FAMILIES: &[(&str, &str)] = &[(
     "wbscope_writeback_wait_duration_seconds",
@@ -79,12 +76,11 @@ fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState)
     let btf: &Btf = kernel.btf()?;
     check_wait_prototype(btf)?;
     let task_state = task_uninterruptible(kernel)?;
+    // The waits are by device: the probe takes the mapping's inode to it with the shared inode
+    // → device layout, which must have resolved.
+    kernel.inode_dev()?;
     let layout = FolioWaitLayout {
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
-        inode_i_mode: member_offset(btf, "inode", "i_mode", 2)?,
-        inode_i_rdev: member_offset(btf, "inode", "i_rdev", 4)?,
-        inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
-        sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
         task_pid: member_offset(btf, "task_struct", "pid", 4)?,
         task_uninterruptible: task_state.uninterruptible,
         resolved: 1,
@@ -120,7 +116,7 @@ impl Family for WritebackWait {
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let (Some(Ok(layout)), Some(Ok(prev_state))) = (&self.layout, &self.prev_state) {
             loader.override_global(globals::FOLIO_WAIT_LAYOUT, layout, true);
-            loader.override_global(task_globals::PREV_STATE_SOURCE, prev_state, true);
+            loader.override_global(globals::PREV_STATE_SOURCE, prev_state, true);
         }
     }
 
@@ -170,6 +166,6 @@ mod tests {
         assert!(layout.task_uninterruptible.is_power_of_two());
         assert_eq!(family.task_state_source, "from the sched_switch format");
         // `address_space.host` is the first member, so its offset may well be 0.
-        assert!(layout.task_pid > 0 && layout.inode_i_sb > 0);
+        assert!(layout.task_pid > 0);
     }
 }

@@ -1,6 +1,6 @@
 //! Helpers for resolving layout facts from the running kernel, shared by the families.
 
-use probe_common::layout::FdDevLayout;
+use probe_common::kernel::{FdDevLayout, InodeDevLayout};
 
 use super::{LayoutError, btf::Btf, tracefs::EventFormat};
 
@@ -47,19 +47,31 @@ pub fn member_offset(btf: &Btf, ty: &str, name: &str, size: u32) -> Result<u32, 
     Ok(btf.member_offset(ty, name)?)
 }
 
-/// The struct offsets for resolving a file descriptor to its filesystem's device in the kernel.
-pub fn fd_dev_layout(btf: &Btf) -> Result<FdDevLayout, LayoutError> {
+/// The struct offsets that take an inode to its filesystem's (or, for a block device inode, its
+/// own) device in the kernel. Called once, by [`super::KernelInfo::discover`]: every family that
+/// needs an inode's device gets this result from `KernelInfo::inode_dev`.
+pub fn inode_dev_layout(btf: &Btf) -> Result<InodeDevLayout, LayoutError> {
+    Ok(InodeDevLayout {
+        inode_i_mode: member_offset(btf, "inode", "i_mode", 2)?,
+        inode_i_rdev: member_offset(btf, "inode", "i_rdev", 4)?,
+        inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
+        sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
+        resolved: 1,
+        _reserved: 0,
+    })
+}
+
+/// The struct offsets for resolving a file descriptor of the current task to its filesystem's
+/// device in the kernel: the fd table's, followed by `inode` (the one inode → device resolution).
+pub fn fd_dev_layout(btf: &Btf, inode: InodeDevLayout) -> Result<FdDevLayout, LayoutError> {
     Ok(FdDevLayout {
         task_files: member_offset(btf, "task_struct", "files", 8)?,
         files_fdt: member_offset(btf, "files_struct", "fdt", 8)?,
         fdt_max_fds: member_offset(btf, "fdtable", "max_fds", 4)?,
         fdt_fd: member_offset(btf, "fdtable", "fd", 8)?,
         file_f_inode: member_offset(btf, "file", "f_inode", 8)?,
-        inode_i_mode: member_offset(btf, "inode", "i_mode", 2)?,
-        inode_i_rdev: member_offset(btf, "inode", "i_rdev", 4)?,
-        inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
-        sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
         resolved: 1,
+        inode,
     })
 }
 
@@ -73,8 +85,12 @@ mod tests {
             eprintln!("skipped: no kernel BTF");
             return;
         };
-        let layout = fd_dev_layout(&btf).expect("fd → dev layout");
+        let inode = inode_dev_layout(&btf).expect("inode → dev layout");
+        assert_eq!(inode.resolved, 1);
+        assert!(inode.inode_i_sb > 0 && inode.inode_i_rdev > 0);
+        let layout = fd_dev_layout(&btf, inode).expect("fd → dev layout");
         assert_eq!(layout.resolved, 1);
-        assert!(layout.task_files > 0 && layout.inode_i_sb > 0);
+        assert!(layout.task_files > 0);
+        assert_eq!(layout.inode, inode);
     }
 }

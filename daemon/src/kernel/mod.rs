@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use probe_common::kernel::InodeDevLayout;
+
 pub use layout_error::LayoutError;
 
 pub mod btf;
@@ -38,6 +40,12 @@ pub struct KernelInfo {
     /// Kernel BTF, or why it is unavailable (released once the probes are resolved, see
     /// [`crate::probes::loader::load_and_attach`]).
     pub btf: Result<btf::Btf, LayoutError>,
+    /// The inode → device offsets, resolved once from BTF at discovery for every family that
+    /// needs an inode's device (the probes' shared `kernel::fd_dev`); they outlive the BTF parse.
+    pub inode_dev: Result<InodeDevLayout, LayoutError>,
+    /// The offset of `task_struct.mm`, by which the probes tell kernel threads (no `mm`) from
+    /// processes; resolved once for every family that asks.
+    pub task_mm: Result<u32, LayoutError>,
     pub release: String,
 }
 
@@ -52,9 +60,19 @@ impl KernelInfo {
         }
         let btf = btf::Btf::from_file(Path::new(VMLINUX_BTF))
             .map_err(|e| LayoutError::NoBtf(std::sync::Arc::new(e)));
+        let inode_dev = btf
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(layout::inode_dev_layout);
+        let task_mm = btf
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(task_access::task_mm);
         Ok(KernelInfo {
             tracefs,
             btf,
+            inode_dev,
+            task_mm,
             release: release(),
         })
     }
@@ -71,5 +89,17 @@ impl KernelInfo {
     /// Kernel BTF, or why there is none.
     pub fn btf(&self) -> Result<&btf::Btf, LayoutError> {
         self.btf.as_ref().map_err(Clone::clone)
+    }
+
+    /// The inode → device offsets (see [`KernelInfo::inode_dev`](Self::inode_dev)), or why they
+    /// are unavailable.
+    pub fn inode_dev(&self) -> Result<InodeDevLayout, LayoutError> {
+        self.inode_dev.clone()
+    }
+
+    /// The offset of `task_struct.mm` (see [`KernelInfo::task_mm`](Self::task_mm)), or why it
+    /// is unavailable.
+    pub fn task_mm(&self) -> Result<u32, LayoutError> {
+        self.task_mm.clone()
     }
 }

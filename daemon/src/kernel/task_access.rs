@@ -1,7 +1,7 @@
-//! How the probes read `task_struct` on this kernel (`probe_common::task`), decided from BTF
+//! How the probes read `task_struct` on this kernel (`probe_common::kernel`), decided from BTF
 //! rather than the kernel version, so that backports are followed.
 
-use probe_common::task::{CurrentTask, PrevStateSource};
+use probe_common::{kernel::CurrentTask, writeback_wait::PrevStateSource};
 
 use super::{LayoutError, btf::Btf, layout::member_offset};
 
@@ -26,6 +26,12 @@ pub fn current_task(btf: &Btf) -> CurrentTask {
             btf_typed && has(TASK_STORAGE_HELPER) && has(TRACING_TASK_STORAGE_MARK),
         ),
     }
+}
+
+/// The offset of `task_struct.mm`: kernel threads (the flusher's kworkers) have none. Resolved
+/// once, by [`super::KernelInfo::discover`]; families get it from `KernelInfo::task_mm`.
+pub fn task_mm(btf: &Btf) -> Result<u32, LayoutError> {
+    member_offset(btf, "task_struct", "mm", 8)
 }
 
 /// Lines for `wbscope check`.

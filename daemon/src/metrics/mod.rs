@@ -9,8 +9,9 @@ use std::{
 
 use aya::{
     Pod,
-    maps::{MapData, PerCpuHashMap},
+    maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
+use probe_common::slots::{SLOT_COUNT, Slot, key_from_bits};
 use prometheus::core::Desc;
 
 pub mod detail;
@@ -93,4 +94,75 @@ pub fn read_per_cpu_hash<K: Pod, V: Pod>(
         }
     }
     Some(out)
+}
+
+/// An aggregate kept in a per-CPU slot array in front of a per-CPU hash
+/// (`probe_common::slots`): the two maps, named for errors.
+pub struct Slotted<K: Pod, V: Pod>
+where
+    Slot<V>: Pod,
+{
+    pub slots_name: &'static str,
+    pub slots: Option<PerCpuArray<MapData, Slot<V>>>,
+    pub name: &'static str,
+    pub map: Option<PerCpuHashMap<MapData, K, V>>,
+}
+
+impl<K: Pod + PartialEq, V: Pod> Slotted<K, V>
+where
+    Slot<V>: Pod,
+{
+    /// Takes both maps out of the object.
+    pub fn take(ebpf: &mut aya::Ebpf, slots_name: &'static str, name: &'static str) -> Self {
+        Slotted {
+            slots_name,
+            slots: ebpf
+                .take_map(slots_name)
+                .and_then(|m| PerCpuArray::try_from(m).ok()),
+            name,
+            map: ebpf
+                .take_map(name)
+                .and_then(|m| PerCpuHashMap::try_from(m).ok()),
+        }
+    }
+
+    /// Every key's value, the CPUs' slots and the hash added up with `merge`; `None` (counted
+    /// and logged, like [`read_per_cpu_hash`]) when either map cannot be read, since a part
+    /// of a count must not pass for all of it.
+    pub fn read(
+        &self,
+        errors: &MapErrors,
+        merge: impl Fn(&mut V, &V),
+        zero: V,
+    ) -> Option<Vec<(K, V)>> {
+        let mut out = read_per_cpu_hash(self.name, self.map.as_ref(), errors, &merge, zero)?;
+        errors.register(self.slots_name);
+        let Some(slots) = self.slots.as_ref() else {
+            errors.count(self.slots_name);
+            tracing::warn!("map {} is missing from the eBPF object", self.slots_name);
+            return None;
+        };
+        for index in 0..SLOT_COUNT {
+            let per_cpu = match slots.get(&index, 0) {
+                Ok(v) => v,
+                Err(err) => {
+                    errors.count(self.slots_name);
+                    tracing::warn!("reading map {}: {err}", self.slots_name);
+                    return None;
+                }
+            };
+            for slot in per_cpu.iter().filter(|s| s.used != 0) {
+                let key: K = key_from_bits(slot.key);
+                match out.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, total)) => merge(total, &slot.value),
+                    None => {
+                        let mut total = zero;
+                        merge(&mut total, &slot.value);
+                        out.push((key, total));
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
 }

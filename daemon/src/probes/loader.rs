@@ -7,10 +7,7 @@ use aya::{
     Btf as AyaBtf, Ebpf, EbpfLoader,
     programs::{BtfTracePoint, TracePoint},
 };
-use probe_common::{
-    layout::{FdDevLayout, globals},
-    task::{CurrentTask, globals as task_globals},
-};
+use probe_common::kernel::{CurrentTask, FdDevLayout, globals};
 
 use super::catalog::{Hook, ProbeSpec};
 pub use crate::error_chain::error_chain;
@@ -84,7 +81,8 @@ pub struct ProbeReport {
 pub struct LoadedProbes {
     pub ebpf: Ebpf,
     pub reports: Vec<ProbeReport>,
-    /// The fd → device layout shared by the sync-call probes, or why it is unavailable.
+    /// The fd → device layout shared by the sync-call probes, or why it is unavailable; its
+    /// inode part is `KernelInfo::inode_dev`.
     pub fd_dev: Result<FdDevLayout, LayoutError>,
     /// How the probes reach the current task on this kernel.
     pub current_task: CurrentTask,
@@ -122,7 +120,9 @@ pub fn load_and_attach(
     ignore_tgid: u32,
     disabled: &[String],
 ) -> Result<LoadedProbes, LoadError> {
-    let fd_dev = kernel.btf().and_then(fd_dev_layout);
+    let fd_dev = kernel
+        .inode_dev()
+        .and_then(|inode| fd_dev_layout(kernel.btf()?, inode));
     let current_task = kernel
         .btf
         .as_ref()
@@ -157,11 +157,21 @@ pub fn load_and_attach(
     if let Ok(btf) = &aya_btf {
         loader.btf(btf);
     }
-    if let Ok(layout) = &fd_dev {
+    // The inode part serves the families that start from an inode (writeback waits and
+    // submissions) even where the fd table part does not resolve.
+    let fd_dev_global = match (&fd_dev, &kernel.inode_dev) {
+        (Ok(layout), _) => Some(*layout),
+        (Err(_), Ok(inode)) => Some(FdDevLayout {
+            inode: *inode,
+            ..FdDevLayout::default()
+        }),
+        (Err(_), Err(_)) => None,
+    };
+    if let Some(layout) = &fd_dev_global {
         loader.override_global(globals::FD_DEV_LAYOUT, layout, true);
     }
     loader.override_global(globals::IGNORE_TGID, &ignore_tgid, true);
-    loader.override_global(task_globals::CURRENT_TASK, &current_task, true);
+    loader.override_global(globals::CURRENT_TASK, &current_task, true);
     for family in families {
         family.set_globals(&mut loader);
     }
@@ -207,11 +217,11 @@ pub fn load_and_attach(
 
 /// The thread-id-keyed hashes that hold per-thread state where task storage is unavailable.
 const FALLBACK_HASHES: [&str; 5] = [
-    "SYNC_INFLIGHT",
-    "FOLIO_WAITS",
-    "FLUSHER_INODE",
-    "PASSES",
-    "FLUSHER_ITEMS",
+    probe_common::kernel::maps::SYNC_INFLIGHT,
+    probe_common::writeback_wait::maps::FOLIO_WAITS,
+    probe_common::submissions::maps::FLUSHER_INODE,
+    probe_common::submissions::maps::PASSES,
+    probe_common::writeback::maps::FLUSHER_ITEMS,
 ];
 
 /// Why the hook itself is missing on this kernel, if it is.

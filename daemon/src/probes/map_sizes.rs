@@ -5,14 +5,14 @@
 use std::path::Path;
 
 use aya::EbpfLoader;
-use probe_common::{map_overflow::is_anonymous_dev, sync_call::SyncSyscall};
+use probe_common::{map_overflow::is_anonymous_dev, sync_calls::SyncSyscall};
 
 use crate::kernel::mounts;
 
 /// Block-device sync-call latency: (call, device) keys.
-pub use probe_common::sync_call::maps::SYNC_CALL_LATENCY;
+pub use probe_common::sync_calls::maps::SYNC_CALL_LATENCY;
 /// Anonymous-superblock sync-call latency (tmpfs, overlay, btrfs…).
-pub use probe_common::sync_call::maps::SYNC_CALL_LATENCY_ANON;
+pub use probe_common::sync_calls::maps::SYNC_CALL_LATENCY_ANON;
 
 /// Bounds of the block-device map: 1024..=16384 keys (a Log2Hist per CPU each).
 const BLOCK_MIN: u32 = 1024;

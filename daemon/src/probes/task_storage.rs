@@ -1,7 +1,7 @@
 //! Task storage maps on kernels whose tracing programs cannot use them.
 //!
 //! The object declares its per-thread state maps as BTF map definitions of type
-//! `BPF_MAP_TYPE_TASK_STORAGE` (`probe-ebpf/src/task_storage.rs`). Tracing programs may use task
+//! `BPF_MAP_TYPE_TASK_STORAGE` (`probe-ebpf/src/kernel/task_storage.rs`). Tracing programs may use task
 //! storage since 5.13; before, the kernel refuses to create such a map for us, which would fail
 //! the whole object. There the programs take their thread-id-keyed hash paths (a frozen global,
 //! `CurrentTask::task_storage`), and the definitions are rewritten here into one-entry hashes
@@ -18,7 +18,7 @@ const MAP_TYPE_HASH: u32 = 1;
 const MAP_TYPE_TASK_STORAGE: u32 = 29;
 
 /// The task storage maps of the object, for their fallback size.
-pub const MAPS: [&str; 5] = probe_common::task::task_storage_maps::ALL;
+pub const MAPS: [&str; 5] = probe_common::object_names::TASK_STORAGE_MAPS;
 
 /// Why the object could not be rewritten.
 #[derive(Debug, thiserror::Error)]

@@ -22,7 +22,7 @@ use std::{io::IsTerminal as _, time::Duration};
 use crate::{
     client::{ClientArgs, Endpoint},
     config::ConfigArg,
-    stalls::duration::parse_duration_ns,
+    families::stall_events::duration::parse_duration_ns,
 };
 
 /// Options of `wbscope top`.

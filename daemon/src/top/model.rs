@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use super::ranking::{ProcessRow, SortKey};
 use super::{expo::Sample, hist::Buckets, ranking, source::Snapshot};
-use crate::stalls::event::Stall;
+use crate::families::stall_events::event::Stall;
 
 /// One device's line. Rates and quantiles are `None` before a second snapshot.
 #[derive(Clone, Debug, Default, PartialEq)]

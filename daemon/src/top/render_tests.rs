@@ -2,7 +2,7 @@ use ratatui::{Terminal, backend::TestBackend};
 
 use super::*;
 use crate::{
-    stalls::event::Stall,
+    families::stall_events::event::Stall,
     top::model::{DeviceRow, ProcessRow},
 };
 

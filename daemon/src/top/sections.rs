@@ -4,7 +4,7 @@ use super::{
     fmt::{bytes, num, opt, rate, secs},
     model::{SortKey, View},
 };
-use crate::stalls::format::clock;
+use crate::families::stall_events::format::clock;
 
 /// One titled table.
 #[derive(Clone, Debug, PartialEq)]

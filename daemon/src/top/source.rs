@@ -10,8 +10,8 @@ use super::expo::{self, Sample};
 use crate::{
     Config, Daemon,
     client::{ClientError, Endpoint},
+    families::stall_events::event::Stall,
     families::top_processes::{self as procs, ProcRow, ProcessesBody},
-    stalls::event::Stall,
 };
 
 /// How far back the stall list reaches.

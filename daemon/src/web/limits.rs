@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::{invalid_value::InvalidValue, stalls::duration::parse_duration_ns};
+use crate::{families::stall_events::duration::parse_duration_ns, invalid_value::InvalidValue};
 
 /// Default time from accept (or TLS handshake start) to the end of the first request's headers.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);

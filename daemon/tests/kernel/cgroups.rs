@@ -77,7 +77,7 @@ fn daemon(allow: &Cgroup, max_named: usize) -> TestDaemon {
             max_named,
         },
         // Every operation is a stall event, so each fsync's event can be found by its cgroup.
-        stalls: wbscope::stalls::StallsConfig {
+        stalls: wbscope::families::stall_events::StallsConfig {
             threshold_ns: 0,
             socket: None,
             ..Default::default()

@@ -15,7 +15,7 @@ use std::{
 
 use serde_json::Value;
 use testkit::{FsKind, LoopFs, metrics::http_get};
-use wbscope::{Config, stalls::StallsConfig};
+use wbscope::{Config, families::stall_events::StallsConfig};
 
 use crate::harness::TestDaemon;
 

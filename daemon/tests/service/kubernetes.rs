@@ -195,7 +195,7 @@ fn daemonset_runs_the_image_xtask_builds_with_a_writable_socket_dir() {
 
     // Under a read-only root file system the stall socket's directory is a volume of its own.
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
-    let socket_dir = std::path::Path::new(wbscope::stalls::config::DEFAULT_SOCKET)
+    let socket_dir = std::path::Path::new(wbscope::families::stall_events::config::DEFAULT_SOCKET)
         .parent()
         .expect("socket dir")
         .to_string_lossy()

@@ -46,7 +46,7 @@ fn unit_runs_the_daemon_with_the_installed_config() {
     assert_eq!(directive(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
     assert_eq!(directive(&unit, "Restart"), "on-failure");
     // The stall socket's directory: the only writable path under ProtectSystem=strict.
-    let socket = std::path::Path::new(wbscope::stalls::config::DEFAULT_SOCKET);
+    let socket = std::path::Path::new(wbscope::families::stall_events::config::DEFAULT_SOCKET);
     assert_eq!(
         Some(
             std::path::Path::new("/run")

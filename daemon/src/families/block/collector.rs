@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use aya::maps::{MapData, PerCpuHashMap};
 use probe_common::{
     block::{BioCounts, BlockKey, FLAGS, RqCounts, RqStats},
     hist::Log2Hist,
@@ -18,11 +17,13 @@ use prometheus::{
 use crate::{
     kernel::devices,
     metrics::detail::Detail,
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::{MapErrors, Slotted, describe, proto::MetricBuilder},
 };
 
 // The object names its maps after these (checked by `probes::object_names`).
 pub use probe_common::block::maps::BLOCK_BIO_COUNTS as BIO_COUNTS;
+pub use probe_common::block::maps::BLOCK_BIO_SLOTS as BIO_SLOTS;
+pub use probe_common::block::maps::BLOCK_RQ_SLOTS as RQ_SLOTS;
 pub use probe_common::block::maps::BLOCK_RQ_STATS as RQ_STATS;
 
 const REQUESTS: &str = "wbscope_block_requests_total";
@@ -71,8 +72,8 @@ const FAMILIES: &[(&str, &str)] = &[
 
 /// The family's maps; `None` when missing from the object (counted as a read error).
 pub struct Maps {
-    pub rq_stats: Option<PerCpuHashMap<MapData, BlockKey, RqStats>>,
-    pub bio_counts: Option<PerCpuHashMap<MapData, BlockKey, BioCounts>>,
+    pub rq_stats: Slotted<BlockKey, RqStats>,
+    pub bio_counts: Slotted<BlockKey, BioCounts>,
 }
 
 /// Everything read from the maps in one scrape, CPUs already summed.
@@ -104,23 +105,17 @@ impl BlockCollector {
 
     fn read(&self) -> Snapshot {
         let e = &self.errors;
-        let rq_stats = read_per_cpu_hash(
-            RQ_STATS,
-            self.maps.rq_stats.as_ref(),
-            e,
-            |acc: &mut RqStats, v| acc.merge(v),
-            RqStats::ZERO,
-        )
-        .unwrap_or_default();
+        let rq_stats = self
+            .maps
+            .rq_stats
+            .read(e, |acc: &mut RqStats, v| acc.merge(v), RqStats::ZERO)
+            .unwrap_or_default();
         let mut snap = split(rq_stats);
-        snap.bio_counts = read_per_cpu_hash(
-            BIO_COUNTS,
-            self.maps.bio_counts.as_ref(),
-            e,
-            |acc: &mut BioCounts, v| acc.merge(v),
-            BioCounts::ZERO,
-        )
-        .unwrap_or_default();
+        snap.bio_counts = self
+            .maps
+            .bio_counts
+            .read(e, |acc: &mut BioCounts, v| acc.merge(v), BioCounts::ZERO)
+            .unwrap_or_default();
         snap
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use probe_common::{
-    bio_disk::BioDiskLayout,
+    block::bio_disk::BioDiskLayout,
     block::{
         BlockLayout, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
     },
@@ -166,7 +166,7 @@ fn resolve_bio(
     Ok(())
 }
 
-/// The offsets for a bio's device on kernels before 5.12 (`probe_common::bio_disk`).
+/// The offsets for a bio's device on kernels before 5.12 (`probe_common::block::bio_disk`).
 fn bio_disk_layout(btf: &Btf) -> Result<BioDiskLayout, LayoutError> {
     let offset = |ty: &str, name: &str| btf.member_offset(ty, name);
     Ok(BioDiskLayout {

@@ -4,12 +4,9 @@
 mod collector;
 mod layout;
 
-use aya::{
-    Ebpf, EbpfLoader, Pod,
-    maps::{MapData, PerCpuHashMap},
-};
+use aya::{Ebpf, EbpfLoader, Pod};
 use probe_common::block::{
-    BLOCK_LAYOUT_GLOBAL, DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG,
+    DISK_IN_REQUEST, FLAGS, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, globals,
 };
 use prometheus::core::Collector;
 
@@ -58,9 +55,9 @@ impl Family for Block {
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(r)) = &self.resolved {
-            loader.override_global(BLOCK_LAYOUT_GLOBAL, &r.layout, true);
+            loader.override_global(globals::BLOCK_LAYOUT, &r.layout, true);
             if let Some(disk) = &r.bio_disk {
-                loader.override_global(probe_common::bio_disk::BIO_DISK_LAYOUT, disk, true);
+                loader.override_global(globals::BIO_DISK_LAYOUT, disk, true);
             }
         }
     }
@@ -119,8 +116,8 @@ impl Family for Block {
             _ => Default::default(),
         };
         let maps = collector::Maps {
-            rq_stats: take(ebpf, ctx, collector::RQ_STATS),
-            bio_counts: take(ebpf, ctx, collector::BIO_COUNTS),
+            rq_stats: slotted(ebpf, ctx, collector::RQ_SLOTS, collector::RQ_STATS),
+            bio_counts: slotted(ebpf, ctx, collector::BIO_SLOTS, collector::BIO_COUNTS),
         };
         vec![Box::new(collector::BlockCollector::new(
             maps,
@@ -131,12 +128,15 @@ impl Family for Block {
 }
 
 /// Takes a per-CPU hash map out of the object, registering it for read-error counting.
-fn take<K: Pod, V: Pod>(
+fn slotted<K: Pod + PartialEq, V: Pod>(
     ebpf: &mut Ebpf,
     ctx: &CollectorContext,
+    slots: &'static str,
     name: &'static str,
-) -> Option<PerCpuHashMap<MapData, K, V>> {
+) -> crate::metrics::Slotted<K, V>
+where
+    probe_common::slots::Slot<V>: Pod,
+{
     ctx.map_errors.register(name);
-    ebpf.take_map(name)
-        .and_then(|m| PerCpuHashMap::try_from(m).ok())
+    crate::metrics::Slotted::take(ebpf, slots, name)
 }

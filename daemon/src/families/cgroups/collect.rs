@@ -9,7 +9,7 @@ use std::{
 use aya::maps::{MapData, PerCpuHashMap};
 use probe_common::{
     cgroups::{CgroupKey, CgroupOp, CgroupTotals, names::CGROUP_TOTALS},
-    sync_call::SyncSyscall,
+    sync_calls::SyncSyscall,
 };
 use prometheus::{
     core::{Collector, Desc},

@@ -7,7 +7,7 @@ use probe_common::{
     hist::Log2Hist,
     nfs::{
         NfsCommitKey, NfsCommitStats, NfsWriteKey, NfsWriteStats,
-        globals::{NFS_COMMITS, NFS_WRITES},
+        maps::{NFS_COMMITS, NFS_WRITES},
     },
 };
 use prometheus::{

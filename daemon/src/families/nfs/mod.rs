@@ -14,7 +14,8 @@ mod layout;
 use aya::{Ebpf, EbpfLoader, maps::PerCpuHashMap};
 use probe_common::nfs::{
     NfsFormat,
-    globals::{NFS_COMMITS, NFS_FMT, NFS_WRITES},
+    globals::NFS_FMT,
+    maps::{NFS_COMMITS, NFS_WRITES},
 };
 use prometheus::core::Collector;
 

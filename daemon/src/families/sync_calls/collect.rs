@@ -8,7 +8,7 @@ use aya::{
 };
 use probe_common::{
     hist::Log2Hist,
-    sync_call::{SfrKey, SyncKey, SyncSyscall, sfr_flags_label},
+    sync_calls::{SfrKey, SyncKey, SyncSyscall, sfr_flags_label},
 };
 use prometheus::{
     core::{Collector, Desc},
@@ -24,7 +24,7 @@ use crate::{
 };
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::sync_call::maps::SFR_CALLS;
+use probe_common::sync_calls::maps::SFR_CALLS;
 
 /// The family name in `wbscope_scrape_errors_total`.
 const SCRAPE_FAMILY: &str = "sync_calls";

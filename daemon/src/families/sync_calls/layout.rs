@@ -3,9 +3,8 @@
 //! values from BTF.
 
 use crate::kernel::LayoutError;
-use probe_common::{
-    layout::SysEnterFdFormat,
-    sync_layout::{FieldFormat, IoUringLayout, SfrEnterFormat},
+use probe_common::sync_calls::layout::{
+    FieldFormat, IoUringLayout, SfrEnterFormat, SysEnterFdFormat,
 };
 
 use crate::kernel::{

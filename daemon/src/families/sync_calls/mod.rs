@@ -5,9 +5,9 @@
 //! `wbscope_sync_file_range_calls_total{device,flags}`.
 
 use aya::{Ebpf, EbpfLoader};
-use probe_common::{
-    layout::{SysEnterFdFormat, globals},
-    sync_layout::{FieldFormat, IoUringLayout, SfrEnterFormat, globals as sync_globals},
+use probe_common::sync_calls::{
+    globals,
+    layout::{FieldFormat, IoUringLayout, SfrEnterFormat, SysEnterFdFormat},
 };
 use prometheus::core::Collector;
 
@@ -121,20 +121,12 @@ impl Family for SyncCalls {
         }
         set(loader, globals::FSYNC_ENTER_FMT, &self.fsync_enter);
         set(loader, globals::FDATASYNC_ENTER_FMT, &self.fdatasync_enter);
-        set(loader, sync_globals::SYNCFS_ENTER_FMT, &self.syncfs_enter);
-        set(loader, sync_globals::SFR_ENTER_FMT, &self.sfr_enter);
-        set(loader, sync_globals::MSYNC_ENTER_FMT, &self.msync_enter);
-        set(
-            loader,
-            sync_globals::EXT4_SYNC_FILE_FMT,
-            &self.ext4_sync_file,
-        );
-        set(
-            loader,
-            sync_globals::XFS_FILE_FSYNC_FMT,
-            &self.xfs_file_fsync,
-        );
-        set(loader, sync_globals::IO_URING_LAYOUT, &self.io_uring);
+        set(loader, globals::SYNCFS_ENTER_FMT, &self.syncfs_enter);
+        set(loader, globals::SFR_ENTER_FMT, &self.sfr_enter);
+        set(loader, globals::MSYNC_ENTER_FMT, &self.msync_enter);
+        set(loader, globals::EXT4_SYNC_FILE_FMT, &self.ext4_sync_file);
+        set(loader, globals::XFS_FILE_FSYNC_FMT, &self.xfs_file_fsync);
+        set(loader, globals::IO_URING_LAYOUT, &self.io_uring);
     }
 
     fn describe(&self) -> Vec<String> {

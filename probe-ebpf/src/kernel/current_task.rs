@@ -1,0 +1,64 @@
+//! Members of the current task, on kernels with and without `bpf_get_current_task_btf()`.
+//!
+//! Since 5.11 `bpf_get_current_task_btf()` returns a BTF-typed task, read with plain loads
+//! (`btf_load`), which cost less than a helper call. Older kernels (Debian 11's 5.10) have only
+//! `bpf_get_current_task()`, a plain number whose members `bpf_probe_read_kernel` reads. The
+//! daemon says which in [`CURRENT_TASK`], a frozen global: the verifier visits only the branch
+//! this kernel supports, so the unknown helper in the other one does not fail the program.
+
+use aya_ebpf::{Global, helpers::generated};
+use probe_common::kernel::CurrentTask;
+
+use super::btf_load::{load, read};
+
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+#[unsafe(no_mangle)]
+#[used]
+static CURRENT_TASK: Global<CurrentTask> = Global::new(CurrentTask {
+    btf_typed: 0,
+    task_storage: 0,
+});
+
+/// The current task's member at `offset` (a `T`-sized member from BTF); `None` if it cannot be
+/// read.
+#[inline(always)]
+pub fn member<T>(offset: u32) -> Option<T> {
+    if CURRENT_TASK.load().btf_typed != 0 {
+        // SAFETY: bpf_get_current_task_btf has no preconditions; it returns the BTF-typed
+        // current task, never null in task context (checked anyway).
+        let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
+        if task == 0 {
+            return None;
+        }
+        Some(load(task, offset))
+    } else {
+        // SAFETY: bpf_get_current_task has no preconditions; the address is only read through
+        // bpf_probe_read_kernel.
+        let task = unsafe { generated::bpf_get_current_task() };
+        if task == 0 {
+            return None;
+        }
+        read(task + offset as u64)
+    }
+}
+
+/// Whether the current task is a kernel thread (it has no `mm`), `task_mm` being the offset of
+/// `task_struct.mm` that the daemon resolves once (`KernelInfo::task_mm`) and every family that
+/// asks copies into its layout; `None` if the task cannot be read.
+#[inline(always)]
+pub fn is_kernel_thread(task_mm: u32) -> Option<bool> {
+    member::<u64>(task_mm).map(|mm| mm == 0)
+}
+
+/// Whether members of the current task, and the typed pointers loaded from it, may be read
+/// with plain loads (`btf_load`); otherwise every read goes through `btf_load::read`.
+#[inline(always)]
+pub fn typed() -> bool {
+    CURRENT_TASK.load().btf_typed != 0
+}
+
+/// Whether per-thread state lives in task storage on this kernel (see `task_storage`).
+#[inline(always)]
+pub fn task_storage() -> bool {
+    CURRENT_TASK.load().task_storage != 0
+}

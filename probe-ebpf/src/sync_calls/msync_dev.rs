@@ -1,0 +1,66 @@
+//! The device of an msync(MS_SYNC) call, learned from the filesystem's own fsync event.
+//!
+//! msync's arguments are an address range: the file behind it is found through the task's VMAs,
+//! which a tracepoint program cannot walk cheaply (`bpf_find_vma` needs a callback subprogram and
+//! a trusted task pointer; walking `mm->mm_mt` is a maple-tree descent). But MS_SYNC ends in
+//! `vfs_fsync_range()` for each shared file mapping in the range, which runs the filesystem's
+//! fsync in the calling task, and those emit events with the device:
+//! `ext4:ext4_sync_file_enter` (`dev_t dev`, include/trace/events/ext4.h) and
+//! `xfs:xfs_file_fsync` (`dev_t dev`, fs/xfs/xfs_trace.h, `DEFINE_INODE_EVENT`). While the task's
+//! in-flight sync call is an msync with no device yet, the first such event names it. Other
+//! filesystems leave msync's device `unknown`.
+
+use aya_ebpf::{
+    Global, helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
+};
+use probe_common::{sync_calls::SyncSyscall, sync_calls::layout::FieldFormat};
+
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+#[unsafe(no_mangle)]
+#[used]
+static EXT4_SYNC_FILE_FMT: Global<FieldFormat> = Global::new(FieldFormat {
+    offset: 0,
+    _reserved: 0,
+});
+
+// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+#[unsafe(no_mangle)]
+#[used]
+static XFS_FILE_FSYNC_FMT: Global<FieldFormat> = Global::new(FieldFormat {
+    offset: 0,
+    _reserved: 0,
+});
+
+#[tracepoint]
+pub fn ext4_sync_file_enter(ctx: TracePointContext) -> u32 {
+    fill_msync_dev(&ctx, EXT4_SYNC_FILE_FMT.load().offset);
+    0
+}
+
+#[tracepoint]
+pub fn xfs_file_fsync(ctx: TracePointContext) -> u32 {
+    fill_msync_dev(&ctx, XFS_FILE_FSYNC_FMT.load().offset);
+    0
+}
+
+#[inline(always)]
+fn fill_msync_dev(ctx: &TracePointContext, dev_offset: u32) {
+    if dev_offset == 0 {
+        return;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(start) = crate::kernel::inflight::current(tid) else {
+        return;
+    };
+    // SAFETY: a value pointer of this map, valid for this program run; only this thread writes
+    // its own entry.
+    let start = unsafe { &mut (*start).start };
+    if start.syscall != SyncSyscall::Msync as u32 || start.dev != 0 {
+        return;
+    }
+    // SAFETY: the offset comes from this event's format file (`dev_t`, 4 bytes); read_at copies
+    // through bpf_probe_read, which fails instead of faulting.
+    if let Ok(dev) = unsafe { ctx.read_at::<u32>(dev_offset as usize) } {
+        start.dev = dev;
+    }
+}

@@ -1,0 +1,334 @@
+//! Time tasks spend asleep waiting on folios under writeback, by device.
+//!
+//! `tp_btf/folio_wait_writeback(struct folio *, struct address_space *)` fires in
+//! mm/page-writeback.c `folio_wait_writeback()` once per loop iteration, right before
+//! `folio_wait_bit(folio, PG_writeback)`; there is no end event (and fexit is not available
+//! everywhere). So the wait is timed from the tracepoint to the task's next switch-in:
+//! - at the tracepoint, store `{ts, dev}` for the thread;
+//! - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
+//!   `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the tracepoint:
+//!   it went to sleep for the wait, mark it; a switch-out in any other sleeping state, or much
+//!   later, means the wait did not sleep (writeback ended first): drop the entry; a preemption
+//!   (state 0) keeps it, and the gap is measured again from the thread's next switch-in, so a
+//!   busy run queue cannot make a real wait look like a missed one;
+//! - sched_switch with next == that thread and marked: duration = now − ts (it includes the
+//!   run-queue delay after the wake-up, which the waiter suffers too).
+//!
+//! sched_switch is the hottest hook there is. Where tracing programs have task storage (5.13+,
+//! see `task_storage`), the wait is a value of the thread's own task storage: sched_switch does
+//! one task storage get for each of its two tasks and touches nothing shared, and a wait ends by
+//! clearing `start_ns`, with no map update. Elsewhere (5.10) it lives in a hash by thread id,
+//! and sched_switch exits after one read of a global counter of pending entries while no wait is
+//! pending, and otherwise looks a thread up in the hash only if a per-bucket counter says it may
+//! have an entry. Kernels before 5.18 have no `prev_state` argument; `prev_state` reads the
+//! task's state there.
+
+mod prev_state;
+
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
+use aya_ebpf::{
+    Global,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{btf_tracepoint, map},
+    maps::{Array, HashMap, PerCpuHashMap},
+    programs::BtfTracePointContext,
+};
+use probe_common::{
+    hist::Log2Hist,
+    map_overflow,
+    writeback_wait::{FolioWaitLayout, PendingWait},
+};
+
+use crate::{
+    hist::{record, value_or_insert},
+    kernel::{
+        btf_load::load,
+        fd_dev::dev_of_typed_inode,
+        task_storage::{self, task_storage},
+    },
+};
+
+/// Struct offsets from BTF and the TASK_UNINTERRUPTIBLE bit, resolved by the daemon.
+// `#[used]`: see kernel/globals.rs; without it LLVM may merge equal constants into this global.
+#[used]
+#[unsafe(no_mangle)]
+pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLayout {
+    mapping_host: 0,
+    task_pid: 0,
+    task_uninterruptible: 0,
+    resolved: 0,
+    task_bpf_storage: 0,
+    _reserved: 0,
+});
+
+/// A switch-out in D state this long after the tracepoint (counting only time on the CPU) is not
+/// the wait's sleep: the folio's writeback had ended before `folio_wait_bit` could sleep, and the
+/// task blocked on something else later. The gap between the two is normally a few microseconds.
+const MAX_GAP_NS: u64 = 1_000_000;
+
+/// `BPF_NOEXIST`: the entry is new only if the insert creates it, which keeps the pending
+/// counter exact.
+const BPF_NOEXIST: u64 = 1;
+
+task_storage! {
+    /// The wait in progress of each thread (task storage kernels); `start_ns == 0`: none.
+    static FOLIO_WAIT_TASK: FolioWaitTaskDef<PendingWait>;
+}
+
+/// Waits in progress by thread id (kernels without task storage for tracing programs). A plain hash, not LRU: an evicted entry would leave the
+/// pending counter too high forever. Every entry goes away at its thread's next switch-out or
+/// switch-in, so the map cannot fill with stale entries.
+#[map]
+static FOLIO_WAITS: HashMap<u32, PendingWait> = HashMap::with_max_entries(16384, 0);
+
+/// Number of entries in [`FOLIO_WAITS`], updated atomically; sched_switch reads only this while
+/// it is 0.
+#[map]
+static FOLIO_WAITS_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Number of buckets in [`FOLIO_WAIT_BUCKETS`]; a power of two, so a thread's bucket is a mask.
+const BUCKETS: u32 = 4096;
+
+/// Entries of [`FOLIO_WAITS`] by thread-id bucket (`tid % BUCKETS`), updated atomically with the
+/// pending counter. Under an fsync-heavy load some wait is pending most of the time, so
+/// sched_switch would otherwise look up both threads of every switch in the hash; an array
+/// element (inlined by the verifier into a plain load) rules out almost all of them first.
+#[map]
+static FOLIO_WAIT_BUCKETS: Array<u64> = Array::with_max_entries(BUCKETS, 0);
+
+/// Wait-duration histograms by kernel dev_t. Feeds `wbscope_writeback_wait_duration_seconds`.
+#[map]
+static WRITEBACK_WAIT: PerCpuHashMap<u32, Log2Hist> = PerCpuHashMap::with_max_entries(1024, 0);
+
+#[btf_tracepoint(function = "folio_wait_writeback")]
+pub fn folio_wait_writeback(ctx: BtfTracePointContext) -> u32 {
+    let _ = try_folio_wait_writeback(&ctx);
+    0
+}
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn folio_wait_sched_switch(ctx: BtfTracePointContext) -> u32 {
+    let _ = try_sched_switch(&ctx);
+    0
+}
+
+/// The `n`th tp_btf argument as a plain number, loaded straight from the context (`n` must be a
+/// constant at every call site: the verifier accepts only constant context offsets).
+#[inline(always)]
+fn arg_u64(ctx: &BtfTracePointContext, n: usize) -> Option<u64> {
+    Some(ctx.arg::<u64>(n))
+}
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// Adds `delta` to an array element with the BPF atomic add.
+#[inline(always)]
+fn atomic_add(ptr: *mut u64, delta: u64) {
+    // The BPF target has atomic add but no compare-and-swap, so core's AtomicU64 offers no
+    // fetch_add there; the intrinsic compiles to the BPF atomic add instruction.
+    // SAFETY: `ptr` is an array map element, 8-byte aligned and valid for the map's lifetime;
+    // every update of these counters goes through this atomic add.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
+}
+
+/// Keeps the pending counter and `tid`'s bucket in step with the map (`delta` is 1 or wrapping
+/// −1).
+#[inline(always)]
+fn count(tid: u32, delta: u64) {
+    if let Some(ptr) = FOLIO_WAITS_PENDING.get_ptr_mut(0) {
+        atomic_add(ptr, delta);
+    }
+    if let Some(ptr) = FOLIO_WAIT_BUCKETS.get_ptr_mut(tid & (BUCKETS - 1)) {
+        atomic_add(ptr, delta);
+    }
+}
+
+/// Whether `tid` may have an entry: false only if none of its bucket's threads has one.
+#[inline(always)]
+fn may_wait(tid: u32) -> bool {
+    FOLIO_WAIT_BUCKETS
+        .get(tid & (BUCKETS - 1))
+        .is_some_and(|n| *n != 0)
+}
+
+/// Removes `tid`'s entry and keeps the counters in step with the map.
+#[inline(always)]
+fn forget(tid: u32) {
+    if FOLIO_WAITS.remove(&tid).is_ok() {
+        count(tid, u64::MAX); // wrapping −1
+    }
+}
+
+/// The kernel dev_t of `mapping`'s inode: its filesystem's, or the device's own for block device
+/// inodes (the shared inode → device resolution, `kernel::fd_dev`).
+#[inline(always)]
+fn dev_of_mapping(l: &FolioWaitLayout, mapping: u64) -> Option<u32> {
+    // The verifier types the argument as a maybe-null trusted pointer and allows the offset
+    // arithmetic below only after this check.
+    if mapping == 0 {
+        return None;
+    }
+    dev_of_typed_inode(load(mapping, l.mapping_host))
+}
+
+#[inline(always)]
+fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
+    let l = FOLIO_WAIT_LAYOUT.load();
+    if l.resolved == 0 {
+        return None;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let dev = arg_u64(ctx, 1)
+        .and_then(|mapping| dev_of_mapping(&l, mapping))
+        .unwrap_or(0);
+    let t = now();
+    let wait = PendingWait {
+        start_ns: t,
+        on_cpu_since_ns: t,
+        dev,
+        sleeping: 0,
+        cgroup_id: crate::cgroups::current_id(),
+    };
+    if task_storage::available() {
+        // A not-yet-slept wait of this thread (e.g. it was preempted) is replaced by this one.
+        let v: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, 0, true)?;
+        // SAFETY: a task storage value pointer, valid for this program run.
+        unsafe { *v = wait };
+        return Some(());
+    }
+    if FOLIO_WAITS.insert(&tid, &wait, BPF_NOEXIST).is_ok() {
+        count(tid, 1);
+    } else if let Some(existing) = FOLIO_WAITS.get_ptr_mut(&tid) {
+        // A not-yet-slept entry of this thread (e.g. it was preempted): this wait replaces it.
+        // SAFETY: map value pointer, valid for this program run; only this thread's own
+        // tracepoint and sched_switch touch its entry.
+        unsafe { *existing = wait };
+    } else {
+        // Neither inserted nor present: the map is full and this wait goes unmeasured.
+        crate::hist::count_overflow(map_overflow::FOLIO_WAITS);
+    }
+    Some(())
+}
+
+#[inline(always)]
+fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
+    if task_storage::available() {
+        return sched_switch_task_storage(ctx);
+    }
+    // The early exit: one map read while nothing is pending.
+    if *FOLIO_WAITS_PENDING.get(0)? == 0 {
+        return None;
+    }
+    let l = FOLIO_WAIT_LAYOUT.load();
+    let prev = ctx.arg::<u64>(1);
+    let prev_tid = load::<u32>(prev, l.task_pid);
+    // A switch-out in any state other than running (a preemption) may be the wait's sleep.
+    if may_wait(prev_tid)
+        && let Some(wait) = FOLIO_WAITS.get_ptr_mut(&prev_tid)
+    {
+        let prev_state = prev_state::prev_state(ctx, prev)?;
+        // SAFETY: map value pointer, valid for this program run.
+        let wait = unsafe { &mut *wait };
+        if prev_state != 0 {
+            let slept_for_it = prev_state & l.task_uninterruptible != 0
+                && wait.sleeping == 0
+                && now().saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
+            if slept_for_it {
+                wait.sleeping = 1;
+            } else {
+                forget(prev_tid);
+            }
+        }
+    }
+    let next = ctx.arg::<u64>(2);
+    let next_tid = load::<u32>(next, l.task_pid);
+    if !may_wait(next_tid) {
+        return None;
+    }
+    let t = now();
+    let wait_ptr = FOLIO_WAITS.get_ptr_mut(&next_tid)?;
+    // SAFETY: map value pointer, valid for this program run.
+    let wait = unsafe { &mut *wait_ptr };
+    if wait.sleeping == 0 {
+        // Back on the CPU after a preemption between the tracepoint and the sleep.
+        wait.on_cpu_since_ns = t;
+        return None;
+    }
+    let wait = *wait;
+    forget(next_tid);
+    ended(next, next_tid, &wait, t)
+}
+
+/// sched_switch where waits live in task storage: only the two tasks' own values are touched.
+#[inline(always)]
+fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
+    let storage = FOLIO_WAIT_LAYOUT.load().task_bpf_storage;
+    // A task without any BPF storage has no wait: one load instead of a helper call.
+    let has_storage = |task: u64| storage == 0 || load::<u64>(task, storage) != 0;
+    let prev = ctx.arg::<u64>(1);
+    // Only a switch-out in a state other than running (a preemption, or the idle task) may be
+    // the wait's sleep or end it: the state, an argument, is checked before any lookup.
+    let prev_state = prev_state::prev_state(ctx, prev)?;
+    if prev_state != 0
+        && has_storage(prev)
+        && let Some(wait) = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, prev, false)
+    {
+        // SAFETY: a task storage value pointer, valid for this program run; only the thread's
+        // own tracepoint and the switches of that thread touch it.
+        let wait = unsafe { &mut *wait };
+        if wait.start_ns != 0 {
+            let l = FOLIO_WAIT_LAYOUT.load();
+            let slept_for_it = prev_state & l.task_uninterruptible != 0
+                && wait.sleeping == 0
+                && now().saturating_sub(wait.on_cpu_since_ns) <= MAX_GAP_NS;
+            if slept_for_it {
+                wait.sleeping = 1;
+            } else {
+                wait.start_ns = 0;
+            }
+        }
+    }
+    let next = ctx.arg::<u64>(2);
+    if !has_storage(next) {
+        return None;
+    }
+    let wait = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, next, false)?;
+    // SAFETY: as above.
+    let wait = unsafe { &mut *wait };
+    if wait.start_ns == 0 {
+        return None;
+    }
+    let t = now();
+    if wait.sleeping == 0 {
+        // Back on the CPU after a preemption between the tracepoint and the sleep.
+        wait.on_cpu_since_ns = t;
+        return None;
+    }
+    let ended_wait = *wait;
+    wait.start_ns = 0;
+    let next_tid = load::<u32>(next, FOLIO_WAIT_LAYOUT.load().task_pid);
+    ended(next, next_tid, &ended_wait, t)
+}
+
+/// Thread `tid` (task `task`, being switched in at `t`) ends `wait`: the stall breakdown and the
+/// histogram.
+#[inline(always)]
+fn ended(task: u64, tid: u32, wait: &PendingWait, t: u64) -> Option<()> {
+    let ns = t.saturating_sub(wait.start_ns);
+    crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns, wait.cgroup_id);
+    crate::cgroups::waited(wait.cgroup_id, ns);
+    let hist = value_or_insert(
+        &WRITEBACK_WAIT,
+        &wait.dev,
+        &Log2Hist::ZERO,
+        map_overflow::WRITEBACK_WAIT,
+    )?;
+    // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
+    record(unsafe { &mut *hist }, ns);
+    Some(())
+}
