@@ -14,7 +14,7 @@ use crate::{
     kernel::{self, VMLINUX_BTF},
     metrics::{MapErrors, SelfCollector},
     privileges::require_bpf_privileges,
-    probes::{AttachStatus, ProbeReport, Selection},
+    probes::{AttachStatus, ProbeReport},
 };
 
 /// The result of a check: the report text and how many probes attached.
@@ -45,7 +45,7 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         kernel: _,
         families,
         probes: mut loaded,
-    } = load_families(0, &config.probe_selection())?;
+    } = load_families(0, config)?;
     let ctx = CollectorContext {
         page_size: kernel::page_size(),
         map_errors: MapErrors::default(),
@@ -117,13 +117,13 @@ pub fn metric_names(config: &Config) -> Result<Vec<String>, DaemonError> {
 }
 
 /// Runs the check (needs the same privileges as the daemon).
-pub fn run_check(verbose: bool, selection: &Selection) -> Result<CheckOutcome, DaemonError> {
+pub fn run_check(verbose: bool, config: &Config) -> Result<CheckOutcome, DaemonError> {
     require_bpf_privileges()?;
     let Loaded {
         kernel,
         families,
         probes: loaded,
-    } = load_families(0, selection)?;
+    } = load_families(0, config)?;
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -160,7 +160,7 @@ pub fn run_check(verbose: bool, selection: &Selection) -> Result<CheckOutcome, D
             let _ = writeln!(text, "{line}");
         }
     }
-    for line in hooks::describe(&loaded.reports, selection.sync_call_hook) {
+    for line in hooks::describe(&loaded.reports, config.sync_call_hook) {
         let _ = writeln!(text, "{line}");
     }
     let _ = writeln!(text);

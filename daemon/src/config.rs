@@ -165,6 +165,8 @@ struct RawConfig {
     web_config_file: Option<String>,
     /// HTTP connection limits: timeouts and the connection cap.
     http: Option<crate::web::limits::RawHttp>,
+    /// Per-cgroup metrics (opt-in): enabled, allow-list, cap on named cgroups.
+    cgroups: Option<crate::families::cgroups::RawCgroups>,
 }
 
 /// The `[probes]` table.
@@ -197,6 +199,8 @@ pub struct Config {
     pub web_config_file: Option<PathBuf>,
     /// The `[http]` table.
     pub http: crate::web::limits::HttpLimits,
+    /// The `[cgroups]` table.
+    pub cgroups: crate::families::cgroups::CgroupsConfig,
 }
 
 impl Default for Config {
@@ -212,6 +216,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             web_config_file: None,
             http: crate::web::limits::HttpLimits::default(),
+            cgroups: crate::families::cgroups::CgroupsConfig::default(),
         }
     }
 }
@@ -291,6 +296,7 @@ impl Config {
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from),
             http: raw.http.unwrap_or_default().validate()?,
+            cgroups: raw.cgroups.unwrap_or_default().validate()?,
         })
     }
 }

@@ -80,13 +80,11 @@ pub struct Loaded {
 
 /// Resolves every family against the running kernel, loads the object and attaches the probes.
 /// Shared by the daemon and `wbscope check`.
-pub fn load_families(
-    ignore_tgid: u32,
-    selection: &probes::Selection,
-) -> Result<Loaded, DaemonError> {
+pub fn load_families(ignore_tgid: u32, config: &Config) -> Result<Loaded, DaemonError> {
     let mut kernel = KernelInfo::discover()?;
     let mut families = families::all();
     for family in &mut families {
+        family.configure(config);
         family.resolve(&kernel);
     }
     let probes = load_and_attach(
@@ -94,7 +92,7 @@ pub fn load_families(
         &families,
         &mut kernel,
         ignore_tgid,
-        selection,
+        &config.probe_selection(),
     )?;
     Ok(Loaded {
         kernel,
@@ -126,7 +124,7 @@ impl Daemon {
             kernel,
             families,
             probes: mut loaded,
-        } = load_families(ignore_tgid, &config.probe_selection())?;
+        } = load_families(ignore_tgid, config)?;
         log_reports(&loaded.reports);
         if loaded.attached() == 0 {
             return Err(DaemonError::NoProbes);

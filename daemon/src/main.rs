@@ -108,7 +108,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let outcome = wbscope::check::run_check(args.verbose, &config.probe_selection())?;
+    let outcome = wbscope::check::run_check(args.verbose, &config)?;
     print!("{}", outcome.text);
     if args.strict && outcome.failed > 0 {
         println!(

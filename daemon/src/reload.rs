@@ -78,6 +78,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
         metrics,
         web_config_file,
         http,
+        cgroups,
     } = requested;
     let mut refused = Vec::new();
     let mut changed = Vec::new();
@@ -154,6 +155,14 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             why: "the HTTP limits are set once, when the listener starts",
         });
     }
+    if cgroups != running.cgroups {
+        refused.push(Refusal {
+            key: "cgroups",
+            running: format!("{:?}", running.cgroups),
+            requested: format!("{cgroups:?}"),
+            why: "per-cgroup recording is a load-time constant of the probes",
+        });
+    }
     if log_level != running.log_level {
         changed.push("log_level");
     }
@@ -211,6 +220,7 @@ pub fn plan(running: &Config, requested: Config) -> ReloadPlan {
             metrics: running.metrics,
             web_config_file: running.web_config_file.clone(),
             http: running.http,
+            cgroups: running.cgroups.clone(),
         },
         changed,
         refused,
@@ -275,9 +285,14 @@ mod tests {
                 max_connections: 3,
                 ..Default::default()
             },
+            cgroups: crate::families::cgroups::CgroupsConfig {
+                enabled: true,
+                ..Default::default()
+            },
         };
         let p = plan(&running, requested);
         assert_eq!(p.config.http, running.http);
+        assert!(!p.config.cgroups.enabled);
         assert_eq!(p.config.listen, running.listen);
         assert!(p.config.ignore_own_io);
         assert!(p.config.disabled_probes.is_empty());
@@ -294,7 +309,8 @@ mod tests {
                 "probes.disable",
                 "probes.sync_call_hook",
                 "web_config_file",
-                "http"
+                "http",
+                "cgroups"
             ]
         );
         let line = p.refused[0].to_string();
@@ -305,7 +321,7 @@ mod tests {
         assert_eq!(
             p.summary(),
             "config reloaded: applied log_level; refused listen, log_format, ignore_own_io, \
-             probes.disable, probes.sync_call_hook, web_config_file, http (restart needed)"
+             probes.disable, probes.sync_call_hook, web_config_file, http, cgroups (restart needed)"
         );
     }
 }

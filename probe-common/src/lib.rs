@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod block;
+pub mod cgroups;
 pub mod device_writes;
 pub mod dirty_throttle;
 pub mod flusher_work;

@@ -4,7 +4,7 @@
 //! `wbscope_map_overflows_total{map}`. Slots are part of the map ABI: never reuse one.
 
 /// Slot of each map in `MAP_OVERFLOWS`, with the map's name in the object.
-pub const MAPS: [(u32, &str); 14] = [
+pub const MAPS: [(u32, &str); 15] = [
     (SYNC_CALL_LATENCY, "SYNC_CALL_LATENCY"),
     (SYNC_CALL_LATENCY_ANON, "SYNC_CALL_LATENCY_ANON"),
     (SFR_CALLS, "SFR_CALLS"),
@@ -19,6 +19,7 @@ pub const MAPS: [(u32, &str); 14] = [
     (NFS_WRITES, "NFS_WRITES"),
     (NFS_COMMITS, "NFS_COMMITS"),
     (DEVICE_WRITES, "DEVICE_WRITES"),
+    (CGROUP_TOTALS, "CGROUP_TOTALS"),
 ];
 
 pub const SYNC_CALL_LATENCY: u32 = 0;
@@ -35,6 +36,7 @@ pub const FOLIO_WAITS: u32 = 10;
 pub const NFS_WRITES: u32 = 11;
 pub const NFS_COMMITS: u32 = 12;
 pub const DEVICE_WRITES: u32 = 13;
+pub const CGROUP_TOTALS: u32 = 14;
 
 /// Entries of `MAP_OVERFLOWS` (room for slots added later without resizing).
 pub const SLOTS: u32 = 16;

@@ -5,8 +5,8 @@
 //! the two disagree, so a rename on one side only fails in the unit tier, not at run time.
 
 use crate::{
-    block, device_writes, dirty_throttle, flusher_work, journal, kernel, map_overflow, nfs,
-    stall_events, submissions, sync_calls, top_processes, writeback, writeback_wait,
+    block, cgroups, device_writes, dirty_throttle, flusher_work, journal, kernel, map_overflow,
+    nfs, stall_events, submissions, sync_calls, top_processes, writeback, writeback_wait,
 };
 
 /// Every map of the object.
@@ -16,6 +16,7 @@ pub const MAPS: &[&str] = &[
     block::maps::BLOCK_BIO_SLOTS,
     block::maps::BLOCK_RQ_SLOTS,
     block::maps::BLOCK_INFLIGHT,
+    cgroups::names::CGROUP_TOTALS,
     device_writes::maps::DEVICE_WRITES,
     device_writes::maps::DEVICE_WRITE_SLOTS,
     dirty_throttle::maps::DIRTY_THROTTLE_PAUSE,
@@ -72,6 +73,7 @@ pub const TASK_STORAGE_MAPS: [&str; 5] = [
 pub const GLOBALS: &[&str] = &[
     block::globals::BLOCK_LAYOUT,
     block::globals::BIO_DISK_LAYOUT,
+    cgroups::names::CGROUPS_ENABLED,
     device_writes::globals::DEV_WRITE_LAYOUT,
     dirty_throttle::globals::DIRTY_THROTTLE_FMT,
     flusher_work::globals::WORK_QUEUER_LAYOUT,

@@ -40,8 +40,11 @@ pub struct PendingWait {
     pub dev: u32,
     /// 1 once the thread was switched out in TASK_UNINTERRUPTIBLE after the tracepoint.
     pub sleeping: u32,
+    /// The waiter's cgroup v2 id, taken at the tracepoint (the wait ends in sched_switch, in
+    /// another task's context); 0 while per-cgroup totals are off.
+    pub cgroup_id: u64,
 }
-const _: () = assert!(core::mem::size_of::<PendingWait>() == 24);
+const _: () = assert!(core::mem::size_of::<PendingWait>() == 32);
 
 /// Where `tp_btf/sched_switch` finds the state the previous task was switched out in.
 #[repr(C)]

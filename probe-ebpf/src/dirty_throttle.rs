@@ -77,6 +77,7 @@ fn try_balance_dirty_pages(ctx: &TracePointContext) -> Option<()> {
     let pause_ns = pause as u64 * f.pause_unit_ns as u64;
     crate::stall_events::throttled(pause_ns, &key.bdi);
     crate::top_processes::add_throttle(pause_ns);
+    crate::cgroups::throttled(pause_ns);
     let hist = value_or_insert(
         &DIRTY_THROTTLE_PAUSE,
         &key,

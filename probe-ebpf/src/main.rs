@@ -13,6 +13,7 @@
 #![allow(internal_features)]
 
 mod block;
+mod cgroups;
 mod device_writes;
 mod dirty_throttle;
 mod flusher_work;

@@ -221,9 +221,10 @@ pub fn throttled(pause_ns: u64, bdi: &[u8; BDI_NAME_LEN]) {
 }
 
 /// Thread `tid` (task at `task`, being switched in) slept `ns` on a folio under writeback of
-/// `dev`, from `start_ns`.
+/// `dev`, from `start_ns`; `cgroup_id` is the waiter's, taken when the wait began (0 while
+/// per-cgroup totals are off: the id costs a helper call on that path).
 #[inline(always)]
-pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
+pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64, cgroup_id: u64) {
     if let Some(call) = inflight::of(task, tid) {
         // SAFETY: map value pointer, valid for this program run.
         unsafe { (*call).open.wb_wait_ns += ns };
@@ -237,6 +238,7 @@ pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64) {
     let l = stall_layout();
     let mut ev = base(StallKind::WritebackWait as u32, dev, start_ns, ns);
     ev.pid = tid;
+    ev.cgroup_id = cgroup_id;
     if l.resolved != 0 {
         ev.tgid = read::<u32>(task + l.task_tgid as u64).unwrap_or(0);
         ev.comm = read::<[u8; 16]>(task + l.task_comm as u64).unwrap_or([0; 16]);

@@ -310,6 +310,7 @@ pub(crate) fn exit<C: EbpfContext>(ctx: &C, syscall: SyncSyscall) {
     );
     let ns = end.saturating_sub(start.start_ns);
     crate::top_processes::add_sync(ns);
+    crate::cgroups::sync_call(start.syscall, ns);
     // Kernel-side logging costs microseconds per event: only in `debug` builds.
     #[cfg(feature = "debug")]
     aya_log_ebpf::debug!(

@@ -192,6 +192,7 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         on_cpu_since_ns: t,
         dev,
         sleeping: 0,
+        cgroup_id: crate::cgroups::current_id(),
     };
     if task_storage::available() {
         // A not-yet-slept wait of this thread (e.g. it was preempted) is replaced by this one.
@@ -319,7 +320,8 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
 #[inline(always)]
 fn ended(task: u64, tid: u32, wait: &PendingWait, t: u64) -> Option<()> {
     let ns = t.saturating_sub(wait.start_ns);
-    crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns);
+    crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns, wait.cgroup_id);
+    crate::cgroups::waited(wait.cgroup_id, ns);
     let hist = value_or_insert(
         &WRITEBACK_WAIT,
         &wait.dev,

@@ -1,7 +1,7 @@
 //! Test fixtures for wbscope: scratch filesystems on loop devices, kernel knobs that make
 //! them slow, workloads that drive writeback, and a reader for the daemon's metrics.
 //!
-//! Every kernel change a fixture makes (loop device, mount, blkio throttle rule, I/O
+//! Every kernel change a fixture makes (loop device, mount, blkio or io.max throttle rule, I/O
 //! scheduler, bdi dirty limits) is registered with the [`LoopFs`] that owns the device and
 //! undone when it is dropped — on normal scope exit and during a panic's unwinding alike.
 //! Whatever cannot be undone is reported on stderr. Most fixtures need root; tests call
@@ -9,6 +9,7 @@
 
 pub mod bpf_programs;
 pub mod bpftrace;
+pub mod cgroup2;
 mod error;
 mod loopfs;
 pub mod metrics;

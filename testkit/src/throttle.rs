@@ -14,7 +14,12 @@ pub const BLKIO_WRITE_BPS: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps
 impl LoopFs {
     /// Limits writes to this device to `bytes_per_sec` with the v1 blkio throttle, and
     /// registers the revert (`"MAJ:MIN 0"`, which deletes the rule).
+    /// On a pure cgroup v2 host (no v1 blkio), the rule is an `io.max` line of a cgroup this
+    /// process moves into (see [`LoopFs::throttle_write_bps_v2`]).
     pub fn throttle_write_bps(&self, bytes_per_sec: u64) -> Result<()> {
+        if !Path::new(BLKIO_WRITE_BPS).exists() && crate::cgroup2::is_cgroup2_root() {
+            return self.throttle_write_bps_v2(bytes_per_sec);
+        }
         let path = Path::new(BLKIO_WRITE_BPS);
         let dev = self.dev_string();
         write_attr(path, &format!("{dev} {bytes_per_sec}"))?;
@@ -23,6 +28,43 @@ impl LoopFs {
                 write_attr(path, &format!("{dev} 0"))
             });
         Ok(())
+    }
+
+    /// The cgroup v2 form of [`LoopFs::throttle_write_bps`]. The root cgroup takes no `io.max`,
+    /// so the rule goes into `wbscope-throttle-<pid>`, and this process (and so every child it
+    /// starts) moves there: its direct writes and, with cgroup writeback, the writeback of the
+    /// pages it dirtied are throttled, as the v1 root rule throttles them. The revert removes
+    /// the rule and, once the cgroup has none left, moves the process back and removes it.
+    fn throttle_write_bps_v2(&self, bytes_per_sec: u64) -> Result<()> {
+        let root = Path::new(crate::cgroup2::ROOT);
+        let dir = root.join(format!("wbscope-throttle-{}", std::process::id()));
+        let io_max = dir.join("io.max");
+        let dev = self.dev_string();
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(crate::error::io_err(format!("mkdir {}", dir.display()))(e));
+            }
+        }
+        let revert_io_max = io_max.clone();
+        let revert_dev = dev.clone();
+        let procs = root.join("cgroup.procs");
+        self.undo.push(
+            format!("io.max write rule for {dev} in {}", dir.display()),
+            move || {
+                let removed = write_attr(&revert_io_max, &format!("{revert_dev} wbps=max"));
+                let rules = read_attr(&revert_io_max).unwrap_or_default();
+                if rules.lines().all(|l| l.trim().is_empty()) {
+                    write_attr(&procs, &std::process::id().to_string())?;
+                    // Busy while a child that ran inside is not yet reaped; a later run reuses it.
+                    let _ = std::fs::remove_dir(revert_io_max.parent().unwrap_or(Path::new("")));
+                }
+                removed
+            },
+        );
+        write_attr(&io_max, &format!("{dev} wbps={bytes_per_sec}"))?;
+        write_attr(&dir.join("cgroup.procs"), &std::process::id().to_string())
     }
 
     /// Switches the device's I/O scheduler (e.g. `"mq-deadline"`, `"bfq"`, `"none"`) and

@@ -8,6 +8,7 @@ use prometheus::core::Collector;
 use crate::{metrics::MapErrors, probes::ProbeSpec};
 
 pub mod block;
+pub mod cgroups;
 pub mod device_writes;
 pub mod dirty_memory;
 pub mod dirty_throttle;
@@ -58,6 +59,9 @@ pub trait Family: Send {
     /// The family's probes, in attach order. Userspace-only families return none.
     fn probes(&self) -> &'static [ProbeSpec];
 
+    /// Takes the family's settings from the configuration. Called once, before `resolve`.
+    fn configure(&mut self, _config: &crate::Config) {}
+
     /// Resolves what the family needs from the running kernel. Called once, before loading.
     fn resolve(&mut self, kernel: &KernelInfo);
 
@@ -97,5 +101,6 @@ pub fn all() -> Vec<Box<dyn Family>> {
         Box::new(dirty_throttle::DirtyThrottle::default()),
         Box::new(writeback_wait::WritebackWait::default()),
         Box::new(stall_events::StallEvents::default()),
+        Box::new(cgroups::Cgroups::default()),
     ]
 }

@@ -65,6 +65,7 @@ fn view() -> View {
             tgid: 4242,
             comm: "fsync-loop".into(),
             cgroup_id: 0,
+            cgroup: String::new(),
             inode: 12,
             duration_ns: 3_000_000_000,
             writeback_wait_ns: 0,

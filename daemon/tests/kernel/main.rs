@@ -5,6 +5,7 @@
 
 mod block;
 mod bpftrace;
+mod cgroups;
 mod degrade;
 mod device_writes;
 mod dirty_memory;

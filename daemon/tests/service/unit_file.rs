@@ -172,6 +172,7 @@ fn example_config_lists_every_key_with_its_default() {
         metrics: _,
         web_config_file: _,
         http: _,
+        cgroups: _,
     } = parsed;
     for key in [
         "listen",
@@ -190,6 +191,9 @@ fn example_config_lists_every_key_with_its_default() {
         "idle_timeout",
         "request_timeout",
         "max_connections",
+        "enabled",
+        "allow",
+        "max_named",
     ] {
         assert!(
             uncommented

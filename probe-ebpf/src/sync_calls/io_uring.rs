@@ -110,6 +110,7 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     let dev = if file == 0 { 0 } else { dev_of_file(file) };
     let end = now();
     crate::stall_events::close_uring(start.syscall, dev, start.flags, start.start_ns, end);
+    crate::cgroups::sync_call(start.syscall, end.saturating_sub(start.start_ns));
     record_latency(start.syscall, dev, end.saturating_sub(start.start_ns));
     Some(())
 }

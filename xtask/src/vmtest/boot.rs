@@ -174,7 +174,7 @@ fn qemu_args(boot: &Boot, socket: &Path) -> Vec<String> {
         (
             "-append",
             format!(
-                "console=ttyS0 panic=-1 quiet guestcmd={}",
+                "console=ttyS0 panic=-1 quiet cgroup_no_v1=all guestcmd={}",
                 boot.guest_script.display()
             ),
         ),

@@ -91,10 +91,12 @@ pub fn write_script(plan: &Plan, path: &Path) -> Result<()> {
         "mkdir -p /run/scratch && mount -t ext4 /dev/vda /run/scratch && chmod 1777 /run/scratch \
          && export TMPDIR=/run/scratch || echo '@@VMTEST scratch disk not mounted'\n",
     );
-    // testkit throttles loop devices through the cgroup v1 blkio controller at the root.
+    // The init mounts a pure cgroup v2 hierarchy, where testkit throttles loop devices with
+    // io.max; only a guest without it gets the cgroup v1 blkio controller testkit uses there.
     s.push_str(
-        "mount -t tmpfs cgroup /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/blkio && \
-         mount -t cgroup -o blkio blkio /sys/fs/cgroup/blkio || echo '@@VMTEST no blkio cgroup'\n",
+        "[ \"$(stat -fc %T /sys/fs/cgroup)\" = cgroup2fs ] || { mount -t tmpfs cgroup /sys/fs/cgroup \
+         && mkdir -p /sys/fs/cgroup/blkio && mount -t cgroup -o blkio blkio /sys/fs/cgroup/blkio \
+         || echo '@@VMTEST no blkio cgroup'; }\n",
     );
     let _ = writeln!(s, "echo '@@VMTEST begin check'");
     let _ = writeln!(

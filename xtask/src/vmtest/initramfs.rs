@@ -112,8 +112,9 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The init: load the packed modules (twice, in case one raced its dependency's probe), mount
-/// the host root read-only (virtiofsd has no read-only mode), the pseudo filesystems and a
-/// tmpfs on /run, then run the script named by `guestcmd=` on the command line in a chroot and
+/// the host root read-only (virtiofsd has no read-only mode), the pseudo filesystems, a pure
+/// cgroup v2 hierarchy (the kernel is booted with `cgroup_no_v1=all`) with the memory and io
+/// controllers enabled for its children, as cgroup writeback needs both, and a tmpfs on /run, then run the script named by `guestcmd=` on the command line in a chroot and
 /// power off. The script's exit status is printed for the host to read. Nothing is mounted over
 /// the host's /tmp, /root or /mnt: the checkout under test (and its target directory) may live
 /// there, and the guest runs it from the shared root.
@@ -130,6 +131,11 @@ mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys; mount -t devt
 mount -t tracefs tracefs /newroot/sys/kernel/tracing
 mount -t debugfs debugfs /newroot/sys/kernel/debug
 mount -t bpf bpf /newroot/sys/fs/bpf
+if mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup; then
+  echo "+memory +io" > /newroot/sys/fs/cgroup/cgroup.subtree_control || echo "@@VMTEST cgroup2 memory/io not enabled"
+else
+  echo "@@VMTEST cgroup2 not mounted"
+fi
 mount -t tmpfs tmpfs /newroot/run
 CMD=$(sed -n 's/.*guestcmd=\([^ ]*\).*/\1/p' /proc/cmdline)
 chroot /newroot /bin/bash -c "cd /; HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin $CMD"

@@ -67,6 +67,9 @@ pub const DEFAULT_TESTS: &[&str] = &[
     "sync_call_hooks::fentry_and_tracepoint_hooks_count_the_same_sync_calls",
     "nfs::sequential_writes_and_fsync_are_unstable_writes_and_a_commit",
     "nfs::random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose",
+    "cgroups::each_cgroup_counts_exactly_its_own_fsyncs",
+    "cgroups::the_cap_on_named_cgroups_holds",
+    "cgroups::a_throttled_writers_pauses_are_charged_to_its_cgroup",
 ];
 
 /// Boots of one kernel that died before our init ran, before giving up.

@@ -10,7 +10,10 @@ use probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{families::dirty_throttle::bdi_name, kernel::devices};
+use crate::{
+    families::{cgroups::paths::CgroupPaths, dirty_throttle::bdi_name},
+    kernel::devices,
+};
 
 /// One stall. Durations are nanoseconds; `time` is the start, RFC 3339 in UTC.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -27,7 +30,13 @@ pub struct Stall {
     pub pid: u32,
     pub tgid: u32,
     pub comm: String,
+    /// Cgroup v2 id of the task (0 where the event has no task, or for writeback waits while
+    /// `[cgroups]` is off).
     pub cgroup_id: u64,
+    /// Its cgroup v2 path (`/system.slice/x.service`), where the daemon sees the cgroup2
+    /// hierarchy and the cgroup still exists; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cgroup: String,
     /// Inode number of the file where the call names one, else 0.
     pub inode: u64,
     pub duration_ns: u64,
@@ -61,11 +70,22 @@ pub fn kind_label(raw: u32) -> &'static str {
     StallKind::from_raw(raw).map_or("unknown", StallKind::label)
 }
 
-/// Converts ring-buffer records, caching device names (a storm must not readlink per event).
-#[derive(Default)]
+/// Converts ring-buffer records, caching device names (a storm must not readlink per event)
+/// and cgroup paths (a miss walks the cgroup tree at most twice a second).
 pub struct Decoder {
     names: HashMap<u32, String>,
     bdis: HashMap<[u8; BDI_NAME_LEN], String>,
+    cgroups: CgroupPaths,
+}
+
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder {
+            names: HashMap::new(),
+            bdis: HashMap::new(),
+            cgroups: CgroupPaths::discover(),
+        }
+    }
 }
 
 impl Decoder {
@@ -101,6 +121,10 @@ impl Decoder {
             tgid: ev.tgid,
             comm: bdi_name(&ev.comm),
             cgroup_id: ev.cgroup_id,
+            cgroup: match ev.cgroup_id {
+                0 => String::new(),
+                id => self.cgroups.path(id).unwrap_or_default(),
+            },
             inode: ev.ino,
             duration_ns: ev.duration_ns,
             writeback_wait_ns: ev.wb_wait_ns,

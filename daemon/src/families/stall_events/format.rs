@@ -4,7 +4,7 @@ use super::event::Stall;
 
 /// The column header matching [`line`].
 pub const HEADER: &str = "TIME (UTC)       KIND                  DEVICE      PID      COMM             \
-                          DURATION   WB_WAIT  THROTTLE   JOURNAL     FLUSH  INODE  VERDICT";
+                          DURATION   WB_WAIT  THROTTLE   JOURNAL     FLUSH  INODE  CGROUP  VERDICT";
 
 fn ms(ns: u64) -> String {
     format!("{:.1}ms", ns as f64 / 1e6)
@@ -24,8 +24,13 @@ pub fn line(s: &Stall) -> String {
     } else {
         s.inode.to_string()
     };
+    let cgroup = if s.cgroup.is_empty() {
+        "-"
+    } else {
+        s.cgroup.as_str()
+    };
     format!(
-        "{:<16} {:<21} {:<11} {:<8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9}  {}{}",
+        "{:<16} {:<21} {:<11} {:<8} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9}  {}  {}{}",
         clock(&s.time),
         s.kind,
         s.device,
@@ -37,6 +42,7 @@ pub fn line(s: &Stall) -> String {
         ms(s.journal_ns),
         ms(s.flush_ns),
         inode,
+        cgroup,
         if s.verdict.is_empty() {
             String::new()
         } else {
@@ -60,6 +66,7 @@ mod tests {
             tgid: 4242,
             comm: "dd".into(),
             cgroup_id: 1,
+            cgroup: "/system.slice/db.service".into(),
             inode: 12,
             duration_ns: 3_012_400_000,
             writeback_wait_ns: 0,
@@ -76,6 +83,6 @@ mod tests {
         assert!(l.contains("3012.4ms"), "{l}");
         assert_eq!(l.find("loop3"), HEADER.find("DEVICE"));
         assert_eq!(l.find("4242"), HEADER.find("PID"));
-        assert!(l.ends_with("  12"), "{l}");
+        assert!(l.ends_with("  12  /system.slice/db.service"), "{l}");
     }
 }

@@ -342,7 +342,7 @@ fn standalone(
         .context("starting the async runtime")?;
     runtime.block_on(async {
         // The tracer's own writes to the terminal are not what the operator is looking at.
-        let mut loaded = load_families(std::process::id(), &config.probe_selection())?;
+        let mut loaded = load_families(std::process::id(), config)?;
         let mut threshold = ThresholdMap::take(&mut loaded.probes.ebpf)?;
         let ring = take_ring(&mut loaded.probes.ebpf)?;
         let drops = take_drops(&mut loaded.probes.ebpf);

@@ -203,6 +203,7 @@ mod tests {
             tgid: 4242,
             comm: "dd".into(),
             cgroup_id: 0,
+            cgroup: String::new(),
             inode: 12,
             duration_ns: 6_200_000_000,
             writeback_wait_ns: 5_900_000_000,
