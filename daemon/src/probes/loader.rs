@@ -144,7 +144,7 @@ struct Plan<'a> {
     primary: Result<Option<&'static str>, AttachStatus>,
     /// Its fentry program and the function to attach it to, or why not (`None`: no fentry
     /// alternative, or the configuration wants tracepoints).
-    fentry: Option<Result<(Fentry, &'static str), String>>,
+    fentry: Option<Result<(Fentry, &'static str), FentryUnavailable>>,
 }
 
 /// Loads the object with every family's globals and attaches every enabled probe.
@@ -370,10 +370,10 @@ fn attach_planned(
             }
         }
         Some(Err(why)) if choice == HookChoice::Fentry => {
-            report.status = AttachStatus::Skipped(why);
+            report.status = AttachStatus::Skipped(why.to_string());
             return report;
         }
-        Some(Err(why)) => Some(why),
+        Some(Err(why)) => Some(why.to_string()),
     };
     report.fentry_not_used = not_used;
     report.status = match plan.primary {
@@ -386,6 +386,19 @@ fn attach_planned(
     report
 }
 
+/// Why a probe's fentry/fexit alternative is not even tried on this kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum FentryUnavailable {
+    /// No kernel BTF to find the function in.
+    #[error("{0}")]
+    NoBtf(String),
+    #[error("no {0} in kernel BTF")]
+    NoFunction(String),
+    /// The family cannot resolve what the program reads (e.g. a register offset).
+    #[error("{0}")]
+    FamilyGap(String),
+}
+
 /// The function `fentry` attaches to on this kernel (the first of its functions BTF has), or
 /// why it cannot.
 fn plan_fentry(
@@ -393,16 +406,19 @@ fn plan_fentry(
     fentry: Fentry,
     family: &dyn Family,
     kernel: &KernelInfo,
-) -> Result<(Fentry, &'static str), String> {
-    let btf = kernel.btf.as_ref().map_err(ToString::to_string)?;
+) -> Result<(Fentry, &'static str), FentryUnavailable> {
+    let btf = kernel
+        .btf
+        .as_ref()
+        .map_err(|e| FentryUnavailable::NoBtf(e.to_string()))?;
     let function = fentry
         .functions
         .iter()
         .copied()
         .find(|f| btf.has_type(f))
-        .ok_or_else(|| format!("no {} in kernel BTF", fentry.functions.join(" or ")))?;
+        .ok_or_else(|| FentryUnavailable::NoFunction(fentry.functions.join(" or ")))?;
     if let Some(why) = family.fentry_gap(spec) {
-        return Err(why);
+        return Err(FentryUnavailable::FamilyGap(why));
     }
     Ok((fentry, function))
 }

@@ -24,7 +24,7 @@ pub use config::{CgroupsConfig, RawCgroups};
 pub struct Cgroups {
     config: CgroupsConfig,
     /// The cgroup2 mount, or why this host cannot attribute by cgroup; `None` before `resolve`.
-    hierarchy: Option<Result<paths::Cgroup2Mount, String>>,
+    hierarchy: Option<Result<paths::Cgroup2Mount, paths::HierarchyError>>,
     /// The value of the probes' `CGROUPS_ENABLED` (1: record), set by `resolve`.
     enabled_global: u32,
 }

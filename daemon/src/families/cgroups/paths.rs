@@ -47,16 +47,34 @@ pub fn find_cgroup2(text: &str) -> Option<Cgroup2Mount> {
         .cloned()
 }
 
+/// Why this host cannot attribute writeback to cgroups.
+#[derive(Debug, thiserror::Error)]
+pub enum HierarchyError {
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("no cgroup2 filesystem is mounted (cgroup v1 host)")]
+    NotMounted,
+    #[error(
+        "the cgroup2 hierarchy at {mountpoint} has no {missing} controller (a cgroup v1 or \
+         hybrid host: the controllers are bound to v1, and every task's v2 cgroup is the root)"
+    )]
+    MissingControllers { mountpoint: String, missing: String },
+}
+
 /// Whether this host can attribute writeback to cgroups: the cgroup2 mount, or why not.
-pub fn usable_hierarchy() -> Result<Cgroup2Mount, String> {
-    let text = std::fs::read_to_string(SELF_MOUNTINFO)
-        .map_err(|e| format!("cannot read {SELF_MOUNTINFO}: {e}"))?;
-    let Some(mount) = find_cgroup2(&text) else {
-        return Err("no cgroup2 filesystem is mounted (cgroup v1 host)".into());
+pub fn usable_hierarchy() -> Result<Cgroup2Mount, HierarchyError> {
+    let unreadable = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| HierarchyError::Unreadable { path, source }
     };
+    let text =
+        std::fs::read_to_string(SELF_MOUNTINFO).map_err(unreadable(Path::new(SELF_MOUNTINFO)))?;
+    let mount = find_cgroup2(&text).ok_or(HierarchyError::NotMounted)?;
     let file = mount.mountpoint.join("cgroup.controllers");
-    let controllers = std::fs::read_to_string(&file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let controllers = std::fs::read_to_string(&file).map_err(unreadable(&file))?;
     let missing: Vec<&str> = NEEDED_CONTROLLERS
         .into_iter()
         .filter(|c| !controllers.split_whitespace().any(|have| have == *c))
@@ -64,12 +82,10 @@ pub fn usable_hierarchy() -> Result<Cgroup2Mount, String> {
     if missing.is_empty() {
         Ok(mount)
     } else {
-        Err(format!(
-            "the cgroup2 hierarchy at {} has no {} controller (a cgroup v1 or hybrid host: \
-             the controllers are bound to v1, and every task's v2 cgroup is the root)",
-            mount.mountpoint.display(),
-            missing.join(" or ")
-        ))
+        Err(HierarchyError::MissingControllers {
+            mountpoint: mount.mountpoint.display().to_string(),
+            missing: missing.join(" or "),
+        })
     }
 }
 
