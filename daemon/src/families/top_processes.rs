@@ -29,6 +29,10 @@ pub struct ProcRow {
     pub sync_call_ns: u64,
     pub throttle_ns: u64,
     pub sync_calls: u64,
+    /// The process's cgroup v2 path (`/proc/PID/cgroup`'s `0::` line) when the table was read;
+    /// empty once the process has exited, or where it has none.
+    #[serde(default)]
+    pub cgroup: String,
 }
 
 impl ProcRow {
@@ -62,8 +66,23 @@ impl ProcRow {
             sync_call_ns: s.sync_call_ns,
             throttle_ns: s.throttle_ns,
             sync_calls: s.sync_calls,
+            cgroup: String::new(),
         }
     }
+}
+
+/// The cgroup v2 path in a `/proc/PID/cgroup` text: the `0::` line's (a hybrid host has it
+/// too, for the unified hierarchy).
+fn unified_cgroup(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.strip_prefix("0::"))
+}
+
+/// Process `tgid`'s cgroup v2 path now, or empty.
+fn cgroup_of(tgid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{tgid}/cgroup"))
+        .ok()
+        .and_then(|t| unified_cgroup(&t).map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// The body of `GET /top/processes`.
@@ -103,7 +122,13 @@ impl ProcessTable {
         let mut rows = Vec::new();
         for item in map.iter() {
             match item {
-                Ok((tgid, cpus)) => rows.push(ProcRow::from_cpus(tgid, &cpus)),
+                Ok((tgid, cpus)) => {
+                    let mut row = ProcRow::from_cpus(tgid, &cpus);
+                    // Read when the table is: the kernel table keeps no cgroup, and a process
+                    // still in it usually still runs (the least recent go first).
+                    row.cgroup = cgroup_of(tgid);
+                    rows.push(row);
+                }
                 Err(_) => self.errors.count(maps::TOP_PROCESSES),
             }
         }
@@ -151,6 +176,22 @@ mod tests {
         .unwrap();
         let back: ProcessesBody = serde_json::from_str(&json).unwrap();
         assert_eq!(back.processes, vec![row]);
+    }
+
+    #[test]
+    fn the_cgroup_is_the_unified_hierarchys() {
+        let hybrid =
+            "12:memory:/user.slice\n1:name=systemd:/user.slice/x.scope\n0::/user.slice/x.scope\n";
+        assert_eq!(unified_cgroup(hybrid), Some("/user.slice/x.scope"));
+        assert_eq!(unified_cgroup("0::/\n"), Some("/"));
+        assert_eq!(unified_cgroup("3:cpu:/a\n"), None);
+        // This test's own process has an entry on any cgroup v2 or hybrid host.
+        let own = cgroup_of(std::process::id());
+        if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+            || std::path::Path::new("/sys/fs/cgroup/unified").exists()
+        {
+            assert!(own.starts_with('/'), "{own:?}");
+        }
     }
 
     #[test]

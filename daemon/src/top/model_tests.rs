@@ -20,6 +20,7 @@ fn proc_row(tgid: u32, comm: &str, sync_ms: u64, throttle_ms: u64, calls: u64) -
         sync_call_ns: sync_ms * 1_000_000,
         throttle_ns: throttle_ms * 1_000_000,
         sync_calls: calls,
+        cgroup: String::new(),
     }
 }
 

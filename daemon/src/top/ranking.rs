@@ -47,6 +47,8 @@ pub struct ProcessRow {
     pub sync_calls_per_s: f64,
     pub sync_total_s: f64,
     pub throttle_total_s: f64,
+    /// Its cgroup v2 path when the daemon read the table (empty once it exited).
+    pub cgroup: String,
 }
 
 /// The processes of `cur`, with rates since `prev` (`secs` apart), best first by `sort`.
@@ -79,6 +81,7 @@ pub fn processes(
                 sync_calls_per_s: per_s(r.sync_calls, old.sync_calls, 1.0),
                 sync_total_s: r.sync_call_ns as f64 / 1e9,
                 throttle_total_s: r.throttle_ns as f64 / 1e9,
+                cgroup: r.cgroup.clone(),
             }
         })
         .collect();

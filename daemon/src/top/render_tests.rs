@@ -55,6 +55,7 @@ fn view() -> View {
             sync_calls_per_s: 3.0,
             sync_total_s: 12.0,
             throttle_total_s: 0.0,
+            cgroup: "/system.slice/db.service".into(),
         }],
         stalls: vec![Stall {
             time: "2026-07-01T12:00:03.123456Z".into(),
@@ -97,6 +98,8 @@ fn frame_shows_devices_processes_and_stalls() {
     }
     let proc = line("4242    fsync-loop");
     assert!(proc.contains("900"), "{proc}");
+    // The last column is cut to its width.
+    assert!(proc.contains("/system.slice/db"), "{proc}");
     assert!(line("12:00:03.123").contains("3.00s"));
     assert!(text.contains("Flusher work") && text.contains("Block latency"));
     assert!(!text.contains("Keys"));

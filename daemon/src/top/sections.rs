@@ -119,6 +119,7 @@ pub fn processes(v: &View, sort: SortKey) -> Section {
                 num(p.sync_calls_per_s),
                 secs(p.sync_total_s),
                 secs(p.throttle_total_s),
+                p.cgroup.clone(),
             ]
         })
         .collect();
@@ -132,8 +133,9 @@ pub fn processes(v: &View, sort: SortKey) -> Section {
             "SYNC/s",
             "SYNC TOT",
             "THROT TOT",
+            "CGROUP",
         ],
-        widths: &[7, 15, 9, 10, 6, 8, 9],
+        widths: &[7, 15, 9, 10, 6, 8, 9, 16],
         rows,
     }
 }
