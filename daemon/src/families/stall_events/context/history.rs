@@ -75,12 +75,7 @@ impl<T: PartialEq> Series<T> {
     /// The values at `mono_ns` and the latest time at or before it they were seen; the oldest
     /// sample when none is that old.
     fn at(&self, mono_ns: u64) -> Option<(u64, &T)> {
-        let s = self
-            .0
-            .iter()
-            .rev()
-            .find(|s| s.first_ns <= mono_ns)
-            .or_else(|| self.0.front())?;
+        let s = &self.0[self.index_at(mono_ns)?];
         Some((s.last_ns.min(mono_ns).max(s.first_ns), &s.values))
     }
 
@@ -405,11 +400,13 @@ impl<'a> Labeller<'a> {
 
     /// Bytes queued on the device between two samples, by (source, sync mode, reason).
     fn queued(&mut self, before: &Writes, after: &Writes) -> BTreeMap<SourceKey, u64> {
-        let before: BTreeMap<(u32, u8, u8, u8), u64> =
-            before.iter().map(|(k, v)| (raw_order(k), *v)).collect();
         let mut by_source = BTreeMap::new();
         for (key, total) in after {
-            let delta = total.saturating_sub(before.get(&raw_order(key)).copied().unwrap_or(0));
+            // Samples are sorted by key (`DeviceWriteReader::read_bytes`).
+            let earlier = before
+                .binary_search_by_key(&raw_order(key), |(k, _)| raw_order(k))
+                .map_or(0, |i| before[i].1);
+            let delta = total.saturating_sub(earlier);
             if delta == 0 || !self.on_device(key.dev) {
                 continue;
             }
