@@ -59,24 +59,14 @@ fn view() -> View {
         }],
         stalls: vec![Stall {
             time: "2026-07-01T12:00:03.123456Z".into(),
-            start_unix_ns: 0,
             kind: "fsync".into(),
             device: "loop3".into(),
             pid: 4242,
             tgid: 4242,
             comm: "fsync-loop".into(),
-            cgroup_id: 0,
-            cgroup: String::new(),
             inode: 12,
             duration_ns: 3_000_000_000,
-            writeback_wait_ns: 0,
-            throttle_ns: 0,
-            journal_ns: 0,
-            flush_ns: 0,
-            detail: 0,
-            cause: String::new(),
-            verdict: String::new(),
-            context: None,
+            ..Stall::default()
         }],
         ..View::default()
     }

@@ -59,7 +59,6 @@ mod tests {
     fn columns_line_up_with_the_header() {
         let s = Stall {
             time: "2026-07-01T12:00:03.123456Z".into(),
-            start_unix_ns: 0,
             kind: "fsync".into(),
             device: "loop3".into(),
             pid: 4242,
@@ -69,14 +68,9 @@ mod tests {
             cgroup: "/system.slice/db.service".into(),
             inode: 12,
             duration_ns: 3_012_400_000,
-            writeback_wait_ns: 0,
-            throttle_ns: 0,
             journal_ns: 2_900_000_000,
             flush_ns: 100_000_000,
-            detail: 0,
-            cause: String::new(),
-            verdict: String::new(),
-            context: None,
+            ..Stall::default()
         };
         let l = line(&s);
         assert!(l.starts_with("12:00:03.123456  fsync"), "{l}");

@@ -99,23 +99,14 @@ mod tests {
     fn json_record_carries_the_schema() {
         let mut stall = Stall {
             time: "2026-07-01T12:00:03.123456Z".into(),
-            start_unix_ns: 0,
             kind: "fsync".into(),
             device: "loop5".into(),
             pid: 4242,
             tgid: 4242,
             comm: "dd".into(),
-            cgroup_id: 0,
-            cgroup: String::new(),
             inode: 12,
             duration_ns: 6_200_000_000,
             writeback_wait_ns: 5_900_000_000,
-            throttle_ns: 0,
-            journal_ns: 0,
-            flush_ns: 0,
-            detail: 0,
-            cause: String::new(),
-            verdict: String::new(),
             context: Some(StallContext {
                 device_written_bytes: 1 << 30,
                 sources: vec![SourceShare {
@@ -127,6 +118,7 @@ mod tests {
                 }],
                 ..StallContext::default()
             }),
+            ..Stall::default()
         };
         stall.cause = crate::families::stall_events::context::verdict::cause(&stall)
             .0

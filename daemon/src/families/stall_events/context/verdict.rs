@@ -195,25 +195,17 @@ mod tests {
 
     fn stall() -> Stall {
         Stall {
-            time: String::new(),
-            start_unix_ns: 0,
             kind: "fsync".into(),
             device: "loop5".into(),
             pid: 4242,
             tgid: 4242,
             comm: "dd".into(),
-            cgroup_id: 0,
-            cgroup: String::new(),
             inode: 12,
             duration_ns: 6_200_000_000,
             writeback_wait_ns: 5_900_000_000,
-            throttle_ns: 0,
             journal_ns: 1_000_000_000,
             flush_ns: 10_000_000,
-            detail: 0,
-            cause: String::new(),
-            verdict: String::new(),
-            context: None,
+            ..Stall::default()
         }
     }
 
