@@ -30,7 +30,7 @@ impl Outcome {
         matches!(self, Outcome::Passed | Outcome::Skipped(_))
     }
 
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match self {
             Outcome::Passed => "ok".to_owned(),
             Outcome::Skipped(why) => format!("skipped ({why})"),

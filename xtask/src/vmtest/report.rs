@@ -27,6 +27,8 @@ pub struct KernelResult {
     pub wall_secs: f64,
     /// Whether `wbscope check` and the tests passed.
     pub passed: bool,
+    /// When not: the failed tests and, for a guest that did not finish, its console's tail.
+    pub failures: String,
 }
 
 const BEGIN: &str = "<!-- kernel-support:begin (cargo xtask vmtest --readme) -->";
@@ -92,6 +94,7 @@ mod tests {
             tests: "ok. 4 passed; 0 failed".into(),
             wall_secs: 61.4,
             passed: true,
+            failures: String::new(),
         }]);
         assert!(
             t.contains(
