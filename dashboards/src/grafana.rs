@@ -99,7 +99,7 @@ pub fn inspect(d: &Value) -> DashboardInfo {
     if uid.is_empty() || uid.len() > 40 {
         p.push(format!("uid {uid:?} must be 1 to 40 characters"));
     }
-    if !d["schemaVersion"].as_u64().is_some_and(|v| v >= 36) {
+    if d["schemaVersion"].as_u64().is_none_or(|v| v < 36) {
         p.push("schemaVersion missing or older than 36".into());
     }
     let variables = d.pointer("/templating/list").and_then(Value::as_array);
