@@ -37,7 +37,9 @@ pub struct InodeDevLayout {
     pub sb_s_dev: u32,
     /// Non-zero once the daemon has filled in the offsets above.
     pub resolved: u32,
-    pub _reserved: u32,
+    /// `inode.i_ino`: the sync calls read the inode number with the device, from the same copy
+    /// of the inode's first bytes (`INODE_HEAD_BYTES` in the probes).
+    pub inode_i_ino: u32,
 }
 const _: () = assert!(core::mem::size_of::<InodeDevLayout>() == 24);
 

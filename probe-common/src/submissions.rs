@@ -89,11 +89,12 @@ impl WbCaller {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SubmitKey {
     pub dev: u32,
-    pub sync_mode: u32,
-    pub caller: u32,
-    pub _reserved: u32,
+    /// `enum writeback_sync_modes` (0 or 1).
+    pub sync_mode: u16,
+    pub caller: u16,
 }
-const _: () = assert!(core::mem::size_of::<SubmitKey>() == 16);
+// 8 bytes: the key of a slot array (`slots`).
+const _: () = assert!(core::mem::size_of::<SubmitKey>() == 8);
 
 /// Per-CPU aggregate for one [`SubmitKey`].
 #[repr(C)]
@@ -131,7 +132,7 @@ pub struct PassState {
     pub last_nr_to_write: i64,
     pub key: SubmitKey,
 }
-const _: () = assert!(core::mem::size_of::<PassState>() == 40);
+const _: () = assert!(core::mem::size_of::<PassState>() == 32);
 
 /// Where `tp_btf/ext4_writepages_result(struct inode *inode, struct writeback_control *wbc,
 /// int ret, int pages_written)` finds what the classic record holds: the inode's device (the
@@ -185,7 +186,8 @@ user_pod!(
     SubmitStats,
     PassState,
     Ext4WritepagesResultFormat,
-    WbcLayout
+    WbcLayout,
+    crate::slots::Slot<SubmitStats>
 );
 
 /// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
@@ -227,6 +229,7 @@ mod tests {
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const WB_SUBMISSIONS: &str = "WB_SUBMISSIONS";
+    pub const WB_SUBMISSION_SLOTS: &str = "WB_SUBMISSION_SLOTS";
     pub const FLUSHER_INODE: &str = "FLUSHER_INODE";
     pub const PASSES: &str = "PASSES";
     /// Task storage (see `kernel::maps`).

@@ -88,7 +88,12 @@ pub struct SfrKey {
 }
 const _: () = assert!(core::mem::size_of::<SfrKey>() == 8);
 
-user_pod!(SyncKey, SyncStart, SfrKey);
+user_pod!(
+    SyncKey,
+    SyncStart,
+    SfrKey,
+    crate::slots::Slot<crate::hist::Log2Hist>
+);
 
 /// `SYNC_FILE_RANGE_*` flags (include/uapi/linux/fs.h, UAPI), in label order.
 pub const SFR_FLAGS: [(u32, &str); 3] = [(1, "wait_before"), (2, "write"), (4, "wait_after")];
@@ -160,6 +165,7 @@ mod tests {
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const SYNC_CALL_LATENCY: &str = "SYNC_CALL_LATENCY";
+    pub const SYNC_CALL_LATENCY_SLOTS: &str = "SYNC_CALL_LATENCY_SLOTS";
     pub const SYNC_CALL_LATENCY_ANON: &str = "SYNC_CALL_LATENCY_ANON";
     pub const SFR_CALLS: &str = "SFR_CALLS";
     pub const URING_INFLIGHT: &str = "URING_INFLIGHT";

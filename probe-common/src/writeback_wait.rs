@@ -21,9 +21,15 @@ pub struct FolioWaitLayout {
     /// `task_struct.bpf_storage` (5.11+), 0 if absent: sched_switch skips the task storage
     /// lookup of a task that has no BPF storage at all (most switches involve one).
     pub task_bpf_storage: u32,
-    pub _reserved: u32,
+    /// `task_struct.nvcsw`, the task's count of voluntary context switches.
+    pub task_nvcsw: u32,
+    /// The byte of `task_struct` that holds the one-bit `in_iowait` (set by `io_schedule()`,
+    /// which `folio_wait_bit()` sleeps in, until the task runs on after the sleep), and the
+    /// bit's mask in that byte.
+    pub task_in_iowait: u32,
+    pub in_iowait_mask: u32,
 }
-const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 24);
+const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 32);
 
 /// A wait on a folio under writeback, kept per thread id from the tracepoint until the thread
 /// runs again.
@@ -43,8 +49,11 @@ pub struct PendingWait {
     /// The waiter's cgroup v2 id, taken at the tracepoint (the wait ends in sched_switch, in
     /// another task's context); 0 while per-cgroup totals are off.
     pub cgroup_id: u64,
+    /// The thread's `nvcsw` at the tracepoint (task storage kernels): the wait's sleep is the
+    /// first voluntary switch after it.
+    pub nvcsw: u64,
 }
-const _: () = assert!(core::mem::size_of::<PendingWait>() == 32);
+const _: () = assert!(core::mem::size_of::<PendingWait>() == 40);
 
 /// Where `tp_btf/sched_switch` finds the state the previous task was switched out in.
 #[repr(C)]

@@ -11,7 +11,7 @@
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
     maps::{Array, LruHashMap, RingBuf},
 };
@@ -57,7 +57,7 @@ fn current_queuer() -> Queuer {
     Queuer {
         tid: pid_tgid as u32,
         tgid: (pid_tgid >> 32) as u32,
-        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        comm: crate::kernel::current_task::comm(),
         t_ns: now(),
     }
 }

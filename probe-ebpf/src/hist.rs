@@ -7,7 +7,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::{Log2Hist, SLOTS, slot_for},
     map_overflow,
-    slots::{Slot, key_bits, slot_index},
+    slots::{Slot, key_bits, slot_indexes},
 };
 
 /// `BPF_NOEXIST`: insert only if the key is absent, so two programs racing to create the same
@@ -61,20 +61,30 @@ pub fn slot_or_insert<K: Copy, V>(
     overflow_slot: u32,
 ) -> Option<*mut V> {
     let bits = key_bits(key);
-    if let Some(slot) = slots.get_ptr_mut(slot_index(bits)) {
-        // SAFETY: this CPU's element of a per-CPU array, valid for this program run; only this
-        // CPU writes it.
-        let slot = unsafe { &mut *slot };
-        if slot.used == 0 {
-            // Free since load, so its value is still the kernel's zeroes.
-            slot.key = bits;
-            slot.used = 1;
-        }
-        if slot.key == bits {
-            return Some(&raw mut slot.value);
-        }
+    let (first, second) = slot_indexes(bits);
+    if let Some(v) = claimed(slots, first, bits) {
+        return Some(v);
+    }
+    if let Some(v) = claimed(slots, second, bits) {
+        return Some(v);
     }
     value_or_insert(map, key, zero, overflow_slot)
+}
+
+/// This CPU's value in slot `index` if the key whose bits are `bits` holds it or takes it now
+/// (a free slot).
+#[inline(always)]
+fn claimed<V>(slots: &PerCpuArray<Slot<V>>, index: u32, bits: u64) -> Option<*mut V> {
+    let slot = slots.get_ptr_mut(index)?;
+    // SAFETY: this CPU's element of a per-CPU array, valid for this program run; only this CPU
+    // writes it.
+    let slot = unsafe { &mut *slot };
+    if slot.used == 0 {
+        // Free since load, so its value is still the kernel's zeroes.
+        slot.key = bits;
+        slot.used = 1;
+    }
+    (slot.key == bits).then_some(&raw mut slot.value)
 }
 
 /// Records one duration in a histogram that lives in a map value.

@@ -21,9 +21,7 @@
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
-    },
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
     maps::{Array, LruHashMap, PerCpuArray, RingBuf},
 };
@@ -43,12 +41,10 @@ use crate::kernel::{btf_load::read, inflight};
 #[used]
 #[unsafe(no_mangle)]
 static STALL_LAYOUT: StallLayout = StallLayout {
-    inode_i_ino: 0,
     op_flush: 0,
     task_comm: 0,
     task_tgid: 0,
     resolved: 0,
-    _reserved: 0,
 };
 
 /// One field of [`STALL_LAYOUT`].
@@ -103,16 +99,6 @@ fn now() -> u64 {
 fn threshold() -> Option<u64> {
     let c = STALL_CONFIG.get(0)?;
     (c.enabled != 0).then_some(c.threshold_ns)
-}
-
-/// The inode number at kernel address `inode`, or 0.
-#[inline(always)]
-pub fn ino_of(inode: u64) -> u64 {
-    let l = stall_layout();
-    if l.resolved == 0 {
-        return 0;
-    }
-    read::<u64>(inode + l.inode_i_ino as u64).unwrap_or(0)
 }
 
 #[inline(always)]
@@ -418,7 +404,7 @@ fn current_task(ev: &mut StallEvent) {
     let pid_tgid = bpf_get_current_pid_tgid();
     ev.pid = pid_tgid as u32;
     ev.tgid = (pid_tgid >> 32) as u32;
-    ev.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    ev.comm = crate::kernel::current_task::comm();
     // SAFETY: bpf_get_current_cgroup_id has no preconditions.
     ev.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
 }

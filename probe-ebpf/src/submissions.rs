@@ -30,18 +30,19 @@
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::bpf_get_current_pid_tgid,
     macros::{btf_tracepoint, map},
-    maps::{LruHashMap, PerCpuHashMap},
+    maps::{LruHashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
 use probe_common::map_overflow;
+use probe_common::slots::{SLOT_COUNT, Slot};
 use probe_common::submissions::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
 };
 
 use crate::{
-    hist::value_or_insert,
+    hist::slot_or_insert,
     kernel::{
         btf_load::{load, read},
         current_task,
@@ -84,6 +85,12 @@ static WBC_LAYOUT: Global<WbcLayout> = Global::new(WbcLayout {
 #[map]
 static WB_SUBMISSIONS: PerCpuHashMap<SubmitKey, SubmitStats> =
     PerCpuHashMap::with_max_entries(1024, 0);
+
+/// The slots in front of [`WB_SUBMISSIONS`] (`probe_common::slots`): a host's few busy keys
+/// are counted without a hash lookup.
+#[map]
+static WB_SUBMISSION_SLOTS: PerCpuArray<Slot<SubmitStats>> =
+    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
 /// Kernel threads that write back inodes, by thread id: [`IN_INODE`] inside
 /// `__writeback_single_inode()`, [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there,
@@ -233,9 +240,8 @@ fn try_ext4_writepages_result(ctx: &BtfTracePointContext) -> Option<()> {
     let sync_mode: u32 = load(wbc, f.wbc_sync_mode);
     let key = SubmitKey {
         dev,
-        sync_mode,
-        caller: caller(tid(), false) as u32,
-        _reserved: 0,
+        sync_mode: sync_mode as u16,
+        caller: caller(tid(), false) as u16,
     };
     add(&key, 1, pages as u64);
     Some(())
@@ -286,9 +292,8 @@ fn try_wbc_writepage(ctx: &BtfTracePointContext) -> Option<()> {
     let host: u64 = read(mapping + l.mapping_host as u64).unwrap_or(0);
     let key = SubmitKey {
         dev: if host == 0 { 0 } else { dev_of_inode(host) },
-        sync_mode,
-        caller: caller(tid, true) as u32,
-        _reserved: 0,
+        sync_mode: sync_mode as u16,
+        caller: caller(tid, true) as u16,
     };
     let state = PassState {
         wbc,
@@ -372,19 +377,19 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         }
         return WbCaller::Flusher;
     }
-    if let Ok(comm) = bpf_get_current_comm() {
-        let mut head = [0u8; 8];
-        head.copy_from_slice(&comm[..8]);
-        if u64::from_le_bytes(head) == IO_WQ_PREFIX {
-            return WbCaller::IoUring;
-        }
+    let comm = current_task::comm();
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&comm[..8]);
+    if u64::from_le_bytes(head) == IO_WQ_PREFIX {
+        return WbCaller::IoUring;
     }
     WbCaller::Other
 }
 
 #[inline(always)]
 fn add(key: &SubmitKey, passes: u64, pages: u64) {
-    if let Some(stats) = value_or_insert(
+    if let Some(stats) = slot_or_insert(
+        &WB_SUBMISSION_SLOTS,
         &WB_SUBMISSIONS,
         key,
         &SubmitStats::ZERO,

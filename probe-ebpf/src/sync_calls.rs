@@ -23,12 +23,13 @@ use aya_ebpf::{
     EbpfContext, Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::PerCpuHashMap,
+    maps::{PerCpuArray, PerCpuHashMap},
     programs::TracePointContext,
 };
 use probe_common::{
     hist::Log2Hist,
     map_overflow,
+    slots::{SLOT_COUNT, Slot},
     stall_events::InflightSync,
     sync_calls::{
         MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall,
@@ -37,9 +38,9 @@ use probe_common::{
 };
 
 use crate::{
-    hist::{record, value_or_insert},
+    hist::{record, slot_or_insert, value_or_insert},
     kernel::{
-        fd_dev::{dev_of_inode, inode_of_fd},
+        fd_dev::{dev_and_ino_of_inode, inode_of_fd},
         globals::is_ignored_tgid,
     },
     stall_events,
@@ -87,6 +88,12 @@ static MSYNC_ENTER_FMT: Global<FieldFormat> = Global::new(FieldFormat {
 #[map]
 static SYNC_CALL_LATENCY: PerCpuHashMap<SyncKey, Log2Hist> =
     PerCpuHashMap::with_max_entries(4096, 0);
+
+/// The slots in front of [`SYNC_CALL_LATENCY`] (`probe_common::slots`): a host's few busy
+/// (call, device) keys are recorded without a hash lookup.
+#[map]
+static SYNC_CALL_LATENCY_SLOTS: PerCpuArray<Slot<Log2Hist>> =
+    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
 /// The same for anonymous superblocks (major 0: tmpfs, overlay, proc, btrfs, nfs, fuse…): a map
 /// of its own, so that a container host's thousands of mounts fill only this one and never
@@ -193,11 +200,34 @@ pub fn sys_exit_msync(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// The 8-byte syscall argument at `offset` of the event record. The offsets every kernel's
+/// format files give for the arguments read here (16: the first, 32: the third, 40: the
+/// fourth) are plain context loads, which the verifier allows only at an offset fixed in the
+/// instruction, hence one branch per offset (the daemon's offset is a frozen global, so the
+/// verifier keeps only the branch taken); each load is volatile so that LLVM cannot merge them
+/// into one load at a computed offset, which the verifier refuses. Any other offset is copied
+/// with `bpf_probe_read`.
 #[inline(always)]
 fn read_u64(ctx: &TracePointContext, offset: u32) -> Option<u64> {
-    // SAFETY: the offset comes from this event's format file and syscall arguments are stored as
-    // 8-byte longs; read_at copies through bpf_probe_read, which fails instead of faulting.
-    unsafe { ctx.read_at::<u64>(offset as usize) }.ok()
+    match offset {
+        16 => Some(record_word(ctx, 2)),
+        32 => Some(record_word(ctx, 4)),
+        40 => Some(record_word(ctx, 5)),
+        // SAFETY: the offset comes from this event's format file and syscall arguments are
+        // stored as 8-byte longs; read_at copies through bpf_probe_read, which fails instead of
+        // faulting.
+        _ => unsafe { ctx.read_at::<u64>(offset as usize) }.ok(),
+    }
+}
+
+/// The `index`th 8-byte word of the event record, a plain context load (`index` must be a
+/// constant at the call site).
+#[inline(always)]
+fn record_word(ctx: &TracePointContext, index: usize) -> u64 {
+    // SAFETY: a tracepoint context is the event record, at least as long as the format file's
+    // last field, whose offset the daemon read from that file; the verifier checks the offset
+    // against the record's bounds at load time.
+    unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u64).add(index)) }
 }
 
 /// The current thread id, or `None` when the current process is ignored.
@@ -262,11 +292,7 @@ pub(crate) fn enter_sync() {
 /// (0: no file, or not resolvable).
 #[inline(always)]
 fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
-    let (dev, ino) = if inode == 0 {
-        (0, 0)
-    } else {
-        (dev_of_inode(inode), stall_events::ino_of(inode))
-    };
+    let (dev, ino) = dev_and_ino_of_inode(inode);
     let start_ns = now();
     let call = InflightSync {
         start: SyncStart {
@@ -347,7 +373,8 @@ pub(crate) fn record_latency(syscall: u32, dev: u32, ns: u64) {
             map_overflow::SYNC_CALL_LATENCY_ANON,
         )
     } else {
-        value_or_insert(
+        slot_or_insert(
+            &SYNC_CALL_LATENCY_SLOTS,
             &SYNC_CALL_LATENCY,
             &key,
             &Log2Hist::ZERO,

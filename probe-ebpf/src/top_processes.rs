@@ -7,11 +7,7 @@
 //! adds them up), so threads of one process on different CPUs never write one cache line: plain
 //! adds, no atomics.
 
-use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
-    macros::map,
-    maps::LruPerCpuHashMap,
-};
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::map, maps::LruPerCpuHashMap};
 use probe_common::top_processes::{ProcStats, TOP_PROCESSES_MAX};
 
 /// Totals by tgid. Read by the daemon for `GET /top/processes`.
@@ -44,7 +40,7 @@ pub fn add_throttle(ns: u64) {
 #[inline(always)]
 fn entry() -> Option<*mut ProcStats> {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    let comm = crate::kernel::current_task::comm();
     if let Some(p) = TOP_PROCESSES.get_ptr_mut(&tgid) {
         // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
         unsafe { (*p).comm = comm };

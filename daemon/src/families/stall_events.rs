@@ -49,7 +49,6 @@ pub struct StallEvents {
 fn resolve_layout(btf: &Btf) -> Result<StallLayout, LayoutError> {
     let op_flush = btf.enum_value(request_op_enum(btf), "REQ_OP_FLUSH")?;
     Ok(StallLayout {
-        inode_i_ino: member_offset(btf, "inode", "i_ino", 8)?,
         op_flush: u32::try_from(op_flush).map_err(|_| LayoutError::OutOfRange {
             what: "REQ_OP_FLUSH".to_owned(),
             value: op_flush,
@@ -57,7 +56,6 @@ fn resolve_layout(btf: &Btf) -> Result<StallLayout, LayoutError> {
         task_comm: member_offset(btf, "task_struct", "comm", 16)?,
         task_tgid: member_offset(btf, "task_struct", "tgid", 4)?,
         resolved: 1,
-        _reserved: 0,
     })
 }
 

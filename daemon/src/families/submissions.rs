@@ -7,10 +7,7 @@
 use crate::{families::Part, kernel::LayoutError};
 use std::collections::BTreeMap;
 
-use aya::{
-    Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuHashMap},
-};
+use aya::{Ebpf, EbpfLoader};
 use probe_common::submissions::{
     Ext4WritepagesResultFormat, SubmitKey, SubmitStats, WbCaller, WbcLayout, globals,
 };
@@ -22,7 +19,7 @@ use prometheus::{
 use super::{CollectorContext, Family, KernelInfo, gap_of, writeback::sync_mode_label};
 use crate::{
     kernel::{devices, layout::member_offset},
-    metrics::{MapErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::{MapErrors, Slotted, describe, proto::MetricBuilder},
     probes::ProbeSpec,
 };
 
@@ -38,7 +35,7 @@ const PROBES: &[ProbeSpec] = &[
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::submissions::maps::WB_SUBMISSIONS;
+use probe_common::submissions::maps::{WB_SUBMISSION_SLOTS, WB_SUBMISSIONS};
 
 /// The writeback-submissions family.
 #[derive(Default)]
@@ -176,11 +173,8 @@ impl Family for Submissions {
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
         ctx.map_errors.register(WB_SUBMISSIONS);
-        let map = ebpf
-            .take_map(WB_SUBMISSIONS)
-            .and_then(|m| PerCpuHashMap::try_from(m).ok());
         vec![Box::new(SubmissionCollector {
-            map,
+            maps: Slotted::take(ebpf, WB_SUBMISSION_SLOTS, WB_SUBMISSIONS),
             page_size: ctx.page_size,
             errors: ctx.map_errors.clone(),
             descs: describe(FAMILIES),
@@ -205,7 +199,7 @@ const FAMILIES: &[(&str, &str); 2] = &[
 ];
 
 struct SubmissionCollector {
-    map: Option<PerCpuHashMap<MapData, SubmitKey, SubmitStats>>,
+    maps: Slotted<SubmitKey, SubmitStats>,
     page_size: u64,
     errors: MapErrors,
     descs: Vec<Desc>,
@@ -217,9 +211,7 @@ impl Collector for SubmissionCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let Some(entries) = read_per_cpu_hash(
-            WB_SUBMISSIONS,
-            self.map.as_ref(),
+        let Some(entries) = self.maps.read(
             &self.errors,
             |acc: &mut SubmitStats, v| acc.merge(v),
             SubmitStats::ZERO,
@@ -229,10 +221,10 @@ impl Collector for SubmissionCollector {
         // Distinct raw keys can share labels (two devs without a name, unknown callers): merge.
         let mut series: BTreeMap<(String, String, &'static str), SubmitStats> = BTreeMap::new();
         for (key, stats) in entries {
-            let caller = WbCaller::from_raw(key.caller).unwrap_or(WbCaller::Other);
+            let caller = WbCaller::from_raw(key.caller.into()).unwrap_or(WbCaller::Other);
             let labels = (
                 devices::label_for_kernel_dev(key.dev),
-                sync_mode_label(key.sync_mode),
+                sync_mode_label(key.sync_mode.into()),
                 caller.label(),
             );
             series

@@ -79,13 +79,16 @@ fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState)
     // The waits are by device: the probe takes the mapping's inode to it with the shared inode
     // → device layout, which must have resolved.
     kernel.inode_dev()?;
+    let (iowait_bit, _) = btf.bitfield("task_struct", "in_iowait")?;
     let layout = FolioWaitLayout {
         mapping_host: member_offset(btf, "address_space", "host", 8)?,
         task_pid: member_offset(btf, "task_struct", "pid", 4)?,
         task_uninterruptible: task_state.uninterruptible,
         resolved: 1,
         task_bpf_storage: member_offset(btf, "task_struct", "bpf_storage", 8).unwrap_or(0),
-        _reserved: 0,
+        task_nvcsw: member_offset(btf, "task_struct", "nvcsw", 8)?,
+        task_in_iowait: iowait_bit / 8,
+        in_iowait_mask: 1 << (iowait_bit % 8),
     };
     Ok((layout, task_state))
 }

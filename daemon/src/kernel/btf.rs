@@ -56,6 +56,14 @@ pub enum BtfError {
         /// Bit offset of the member from the start of `type_name`.
         bit_offset: u32,
     },
+    /// The member was expected to be a bitfield and is a whole integer (or another type).
+    #[error("`{type_name}.{member}` is not a bitfield")]
+    NotABitfield {
+        /// Struct or union searched.
+        type_name: String,
+        /// Requested member.
+        member: String,
+    },
     /// The member's type has no size (void, function, forward declaration...).
     #[error("`{type_name}.{member}` has an unsized type (BTF id {type_id})")]
     Unsized {
@@ -252,6 +260,36 @@ impl Btf {
     pub fn member_offset(&self, type_name: &str, member: &str) -> Result<u32, BtfError> {
         let (bit_offset, _) = self.byte_member(type_name, member)?;
         Ok(bit_offset / 8)
+    }
+
+    /// The bit offset from the start of `type_name` and the width in bits of the bitfield
+    /// `member` (either BTF encoding: the struct's kind_flag, or an INT type with its own bit
+    /// offset and size). A member that is not a bitfield is an error, so that a kernel that turns
+    /// one into a plain integer is noticed.
+    pub fn bitfield(&self, type_name: &str, member: &str) -> Result<(u32, u32), BtfError> {
+        let id = self.composite_id(type_name)?;
+        let (bit_offset, m) =
+            self.search(id, member, 0)?
+                .ok_or_else(|| BtfError::MemberNotFound {
+                    type_name: type_name.to_owned(),
+                    member: member.to_owned(),
+                })?;
+        if m.bitfield_size != 0 {
+            return Ok((bit_offset, m.bitfield_size));
+        }
+        match self.get(self.resolve(m.type_id)?) {
+            Some(Type {
+                kind: Kind::Int { nr_bits, bit_off },
+                size_or_type,
+                ..
+            }) if *bit_off != 0 || u64::from(*nr_bits) != u64::from(*size_or_type) * 8 => {
+                Ok((bit_offset + bit_off, *nr_bits))
+            }
+            _ => Err(BtfError::NotABitfield {
+                type_name: type_name.to_owned(),
+                member: member.to_owned(),
+            }),
+        }
     }
 
     /// Size in bytes of that member's type (resolving typedef/const/volatile/etc.; arrays = elem size * n; pointers = 8).
@@ -953,6 +991,23 @@ mod tests {
         );
         assert!(btf.has_type("btf_trace_block_rq_issue"));
         assert!(btf.enum_value("req_flag_bits", "__REQ_SYNC").is_ok());
+        // `in_iowait` is a one-bit field among the task's flag bits (the writeback waits read
+        // it), after `in_execve` in every kernel's layout.
+        let (iowait, bits) = btf.bitfield("task_struct", "in_iowait")?;
+        let (execve, _) = btf.bitfield("task_struct", "in_execve")?;
+        assert_eq!(bits, 1);
+        assert!(
+            iowait > execve,
+            "in_iowait at bit {iowait}, in_execve at {execve}"
+        );
+        assert!(matches!(
+            btf.bitfield("task_struct", "nvcsw"),
+            Err(BtfError::NotABitfield { .. })
+        ));
+        assert!(matches!(
+            btf.member_offset("task_struct", "in_iowait"),
+            Err(BtfError::NotByteAddressable { .. })
+        ));
         Ok(())
     }
 

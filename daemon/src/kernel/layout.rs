@@ -57,7 +57,7 @@ pub fn inode_dev_layout(btf: &Btf) -> Result<InodeDevLayout, LayoutError> {
         inode_i_sb: member_offset(btf, "inode", "i_sb", 8)?,
         sb_s_dev: member_offset(btf, "super_block", "s_dev", 4)?,
         resolved: 1,
-        _reserved: 0,
+        inode_i_ino: member_offset(btf, "inode", "i_ino", 8)?,
     })
 }
 

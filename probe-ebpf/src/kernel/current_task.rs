@@ -6,6 +6,8 @@
 //! daemon says which in [`CURRENT_TASK`], a frozen global: the verifier visits only the branch
 //! this kernel supports, so the unknown helper in the other one does not fail the program.
 
+use core::mem::MaybeUninit;
+
 use aya_ebpf::{Global, helpers::generated};
 use probe_common::kernel::CurrentTask;
 
@@ -48,6 +50,20 @@ pub fn member<T>(offset: u32) -> Option<T> {
 #[inline(always)]
 pub fn is_kernel_thread(task_mm: u32) -> Option<bool> {
     member::<u64>(task_mm).map(|mm| mm == 0)
+}
+
+/// The current thread's name, NUL-padded (`bpf_get_current_comm`). Unlike aya's wrapper it does
+/// not zero a buffer first: on BPF a zero-fill of a byte array becomes a call of a byte-loop
+/// `memset` (about 80 instructions for 16 bytes), and the helper writes every byte anyway.
+#[inline(always)]
+pub fn comm() -> [u8; 16] {
+    let mut comm = MaybeUninit::<[u8; 16]>::uninit();
+    // SAFETY: the helper writes all 16 bytes of the buffer (the name, NUL-padded, or zeroes
+    // when it fails), so it is initialised afterwards either way.
+    unsafe {
+        generated::bpf_get_current_comm(comm.as_mut_ptr().cast(), 16);
+        comm.assume_init()
+    }
 }
 
 /// Whether members of the current task, and the typed pointers loaded from it, may be read

@@ -13,6 +13,9 @@
 //! (`KernelInfo::inode_dev`); BTF-typed inode pointers take [`dev_of_typed_inode`] (plain
 //! loads), addresses [`dev_of_inode`] (helper reads).
 
+use core::mem::MaybeUninit;
+
+use aya_ebpf::{cty::c_void, helpers::generated};
 use probe_common::kernel::FdDevLayout;
 
 use super::{
@@ -20,6 +23,33 @@ use super::{
     current_task,
     globals::FD_DEV_LAYOUT,
 };
+
+/// How many of an inode's first bytes one helper read copies: `i_mode`, `i_sb`, `i_ino` and
+/// `i_rdev` all lie there (offsets 0, 40, 64 and 76 from 5.10 to 6.18), so the device and the
+/// inode number take one `bpf_probe_read_kernel` of the inode (and one of its superblock)
+/// instead of four. A kernel whose members lie further in takes one read per member.
+const INODE_HEAD_BYTES: usize = 96;
+
+/// An inode's first [`INODE_HEAD_BYTES`] bytes, aligned for the members read from them.
+#[repr(C, align(8))]
+struct InodeHead([u8; INODE_HEAD_BYTES]);
+
+impl InodeHead {
+    /// The `T` at `offset`; the daemon's offsets are known to the verifier (a frozen global),
+    /// and [`fits`] was checked for every member read.
+    #[inline(always)]
+    fn member<T: Copy>(&self, offset: u32) -> T {
+        // SAFETY: `fits(offset, size_of::<T>())` was checked by the caller, so the read stays
+        // inside the buffer; read_unaligned has no alignment need.
+        unsafe { core::ptr::read_unaligned(self.0.as_ptr().add(offset as usize).cast::<T>()) }
+    }
+}
+
+/// Whether a member of `size` bytes at `offset` lies inside [`InodeHead`].
+#[inline(always)]
+fn fits(offset: u32, size: usize) -> bool {
+    offset as usize + size <= INODE_HEAD_BYTES
+}
 
 /// `S_IFMT` and `S_IFBLK` from include/uapi/linux/stat.h (UAPI, stable).
 const S_IFMT: u16 = 0o170000;
@@ -124,16 +154,64 @@ fn file_dev(file: u64) -> Option<u32> {
 
 #[inline(always)]
 fn inode_dev(inode: u64) -> Option<u32> {
+    inode_dev_and_ino(inode).map(|(dev, _)| dev)
+}
+
+/// The kernel `dev_t` (as [`dev_of_inode`]) and the inode number of the inode at address
+/// `inode`, `(0, 0)` if unknown; one helper read of the inode's head where its members lie
+/// there (see [`INODE_HEAD_BYTES`]).
+#[inline(always)]
+pub fn dev_and_ino_of_inode(inode: u64) -> (u32, u64) {
+    inode_dev_and_ino(inode).unwrap_or((0, 0))
+}
+
+#[inline(always)]
+fn inode_dev_and_ino(inode: u64) -> Option<(u32, u64)> {
     let l = FD_DEV_LAYOUT.load().inode;
-    if l.resolved == 0 {
+    if l.resolved == 0 || inode == 0 {
         return None;
     }
-    let mode: u16 = read(inode + l.inode_i_mode as u64)?;
+    let in_head = fits(l.inode_i_mode, 2)
+        && fits(l.inode_i_rdev, 4)
+        && fits(l.inode_i_sb, 8)
+        && fits(l.inode_i_ino, 8);
+    let (mode, rdev, sb, ino) = if in_head {
+        // Not zeroed first: a zero-fill becomes a byte-loop `memset` call on BPF (about 480
+        // instructions for these 96 bytes), and the helper writes every byte.
+        let mut head = MaybeUninit::<InodeHead>::uninit();
+        // SAFETY: bpf_probe_read_kernel copies `INODE_HEAD_BYTES` from a kernel address into
+        // the stack buffer, or zeroes the buffer and fails instead of faulting on a bad address:
+        // either way every byte is written.
+        let failed = unsafe {
+            generated::bpf_probe_read_kernel(
+                head.as_mut_ptr().cast(),
+                INODE_HEAD_BYTES as u32,
+                inode as *const c_void,
+            )
+        } != 0;
+        // SAFETY: initialised by the helper, as above.
+        let head = unsafe { head.assume_init() };
+        if failed {
+            return None;
+        }
+        (
+            head.member::<u16>(l.inode_i_mode),
+            head.member::<u32>(l.inode_i_rdev),
+            head.member::<u64>(l.inode_i_sb),
+            head.member::<u64>(l.inode_i_ino),
+        )
+    } else {
+        (
+            read::<u16>(inode + l.inode_i_mode as u64)?,
+            read::<u32>(inode + l.inode_i_rdev as u64)?,
+            read::<u64>(inode + l.inode_i_sb as u64)?,
+            read::<u64>(inode + l.inode_i_ino as u64).unwrap_or(0),
+        )
+    };
     if is_block_device(mode) {
-        return read(inode + l.inode_i_rdev as u64);
+        return Some((rdev, ino));
     }
-    let sb: u64 = read(inode + l.inode_i_sb as u64)?;
-    read(sb + l.sb_s_dev as u64)
+    Some((read(sb + l.sb_s_dev as u64)?, ino))
 }
 
 /// Whether `i_mode` is a block device's: its `i_rdev` names the device.

@@ -29,7 +29,7 @@ pub static FD_DEV_LAYOUT: Global<FdDevLayout> = Global::new(FdDevLayout {
         inode_i_sb: 0,
         sb_s_dev: 0,
         resolved: 0,
-        _reserved: 0,
+        inode_i_ino: 0,
     },
 });
 

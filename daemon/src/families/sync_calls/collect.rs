@@ -19,12 +19,14 @@ use super::anonymous::{Disposition, Folded, PSEUDO_DEVICE, disposition};
 use crate::{
     families::CollectorContext,
     kernel::{devices, mounts},
-    metrics::{MapErrors, ScrapeErrors, describe, proto::MetricBuilder, read_per_cpu_hash},
+    metrics::{
+        MapErrors, ScrapeErrors, Slotted, describe, proto::MetricBuilder, read_per_cpu_hash,
+    },
     probes::map_sizes::{SYNC_CALL_LATENCY, SYNC_CALL_LATENCY_ANON},
 };
 
 // The object names its maps after these (checked by `probes::object_names`).
-use probe_common::sync_calls::maps::SFR_CALLS;
+use probe_common::sync_calls::maps::{SFR_CALLS, SYNC_CALL_LATENCY_SLOTS};
 
 /// The family name in `wbscope_scrape_errors_total`.
 const SCRAPE_FAMILY: &str = "sync_calls";
@@ -46,11 +48,12 @@ const FAMILIES: &[(&str, &str); 2] = &[
 
 /// The family's collectors, taking its maps out of `ebpf`.
 pub fn collectors(ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
+    ctx.map_errors.register(SYNC_CALL_LATENCY);
+    let latency = Slotted::take(ebpf, SYNC_CALL_LATENCY_SLOTS, SYNC_CALL_LATENCY);
     let mut take = |name: &'static str| {
         ctx.map_errors.register(name);
         ebpf.take_map(name)
     };
-    let latency = take(SYNC_CALL_LATENCY).and_then(|m| PerCpuHashMap::try_from(m).ok());
     let anon = take(SYNC_CALL_LATENCY_ANON).and_then(|m| PerCpuHashMap::try_from(m).ok());
     let sfr = take(SFR_CALLS).and_then(|m| PerCpuHashMap::try_from(m).ok());
     ctx.scrape_errors.register(SCRAPE_FAMILY);
@@ -65,9 +68,11 @@ pub fn collectors(ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collec
 }
 
 struct SyncCollector {
-    /// Block devices (and sync(2), unknown devices). Locked: keys of removed devices are
-    /// deleted at scrape time.
-    latency: Mutex<Option<LatencyMap>>,
+    /// Block devices (and sync(2), unknown devices), slots in front of a hash. Locked: keys
+    /// of removed devices are deleted from the hash at scrape time; a slot a removed device
+    /// holds keeps its counts (skipped in the output) and goes on from them if the same device
+    /// number comes back, which a counter may do.
+    latency: Mutex<Slotted<SyncKey, Log2Hist>>,
     /// Anonymous superblocks, with what was folded into `device="pseudo"` so far.
     anon: Mutex<(Option<LatencyMap>, Folded)>,
     sfr: Option<PerCpuHashMap<MapData, SfrKey, u64>>,
@@ -112,7 +117,7 @@ impl SyncCollector {
         let Ok(mut map) = self.latency.lock() else {
             return;
         };
-        let Some(entries) = read_latency(SYNC_CALL_LATENCY, map.as_ref(), &self.errors) else {
+        let Some(entries) = map.read(&self.errors, |acc, v| acc.merge(v), Log2Hist::ZERO) else {
             return;
         };
         for (key, hist) in entries {
@@ -124,7 +129,7 @@ impl SyncCollector {
             } else {
                 let (major, minor) = devices::split_kernel_dev(key.dev);
                 if key.dev != 0 && !devices::block_device_exists(major, minor) {
-                    forget(map.as_mut(), &key);
+                    forget(map.map.as_mut(), &key);
                     continue;
                 }
                 devices::label_for_kernel_dev(key.dev)
