@@ -138,7 +138,10 @@ impl DevWriteStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DevWriteLayout {
     pub bio_bi_size: u32,
-    pub task_mm: u32,
+    /// `task_struct.flags`: [`PF_KTHREAD`], [`PF_WQ_WORKER`] and [`PF_IO_WORKER`] classify
+    /// the submitter from the task's first cache line, where its name (`comm`, far into the
+    /// struct and rarely touched) costs a cache miss on most bios.
+    pub task_flags: u32,
     pub op_discard: u32,
     pub op_secure_erase: u32,
     pub task_comm: u32,
@@ -147,8 +150,21 @@ pub struct DevWriteLayout {
     pub bio_bi_flags: u32,
     pub bps_throttled_bit: u32,
     pub resolved: u32,
+    /// `task_struct.bpf_storage` (0 if unknown): a workqueue worker without any BPF storage
+    /// is not in a flusher work item, known without a task storage get.
+    pub task_bpf_storage: u32,
+    pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<DevWriteLayout>() == 32);
+const _: () = assert!(core::mem::size_of::<DevWriteLayout>() == 40);
+
+/// `task_struct.flags` bits (include/linux/sched.h; preprocessor constants, so not in BTF, and
+/// unchanged since each was introduced: 2.6.27, 2.6.36 and 5.5).
+/// A kernel thread.
+pub const PF_KTHREAD: u32 = 0x0020_0000;
+/// A workqueue worker (kworker, and a workqueue's rescuer).
+pub const PF_WQ_WORKER: u32 = 0x0000_0020;
+/// An io_uring io-wq worker (a user thread since 5.12, a kernel thread before).
+pub const PF_IO_WORKER: u32 = 0x0000_0010;
 
 /// An op value no bio carries (ops are 8 bits).
 pub const NO_OP: u32 = u32::MAX;

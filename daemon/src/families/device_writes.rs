@@ -37,6 +37,10 @@ use crate::{
 pub struct DeviceWrites {
     layout: Part<DevWriteLayout>,
     reasons: BTreeMap<u32, String>,
+    /// `[probes] disable` names the family: block_bio_queue then returns from the family's
+    /// part at its first check (the layout global stays unresolved), which is also how the
+    /// benchmark measures what the family adds per bio.
+    disabled: bool,
 }
 
 fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
@@ -44,7 +48,7 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
     let iter = btf.member_offset("bio", "bi_iter")?;
     Ok(DevWriteLayout {
         bio_bi_size: iter + member_offset(btf, "bvec_iter", "bi_size", 4)?,
-        task_mm: kernel.task_mm()?,
+        task_flags: member_offset(btf, "task_struct", "flags", 4)?,
         op_discard: request_op(btf, "REQ_OP_DISCARD")?,
         // Secure erase is not on every kernel.
         op_secure_erase: request_op(btf, "REQ_OP_SECURE_ERASE").unwrap_or(NO_OP),
@@ -59,6 +63,8 @@ fn layout(kernel: &KernelInfo) -> Result<DevWriteLayout, LayoutError> {
             .filter(|bit| *bit < 16)
             .unwrap_or(NO_OP),
         resolved: 1,
+        task_bpf_storage: member_offset(btf, "task_struct", "bpf_storage", 8).unwrap_or(0),
+        _reserved: 0,
     })
 }
 
@@ -81,6 +87,10 @@ impl Family for DeviceWrites {
         &[]
     }
 
+    fn configure(&mut self, config: &crate::Config) {
+        self.disabled = config.disabled_probes.iter().any(|d| d == self.name());
+    }
+
     fn resolve(&mut self, kernel: &KernelInfo) {
         self.layout = Some(layout(kernel));
         self.reasons = reason_names(kernel);
@@ -91,6 +101,12 @@ impl Family for DeviceWrites {
     }
 
     fn describe(&self) -> Vec<String> {
+        if self.disabled {
+            return vec![format!(
+                "not counted: disabled by `[probes] disable = [\"{}\"]`",
+                self.name()
+            )];
+        }
         match &self.layout {
             Some(Ok(_)) => vec!["counted at block_bio_queue (block family)".into()],
             Some(Err(why)) => vec![format!("not counted: {why}")],
@@ -99,6 +115,9 @@ impl Family for DeviceWrites {
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
+        if self.disabled {
+            return;
+        }
         if let Some(Ok(l)) = &self.layout {
             loader.override_global(globals::DEV_WRITE_LAYOUT, l, true);
         }
@@ -267,7 +286,7 @@ mod tests {
             // bi_iter follows bi_next, bi_bdev, bi_opf and a few flags: well inside the first
             // cache lines of the struct.
             assert!(l.bio_bi_size >= 16 && l.bio_bi_size < 128, "{l:?}");
-            assert!(l.task_mm > 0, "{l:?}");
+            assert!(l.task_flags > 0, "{l:?}");
         }
     }
 }

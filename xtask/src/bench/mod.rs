@@ -5,6 +5,7 @@
 
 mod ab;
 mod alternatives;
+mod bio_cost;
 mod bpfstats;
 mod cost;
 mod daemon;
@@ -218,6 +219,15 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
     }
     sections.push(ab::section(&ab_results));
 
+    let bio = bio_cost::run(ctx, if ctx.plan.quick { 1 } else { 3 });
+    let result = bio.as_ref().map(bio_cost::section);
+    let result = result.map_err(|e| anyhow::anyhow!("{e:#}"));
+    sections.push(keep(
+        "bio-cost",
+        "What device writes by source add per bio",
+        result,
+    ));
+
     let syscall_cost = syscall::run(ctx, probes);
     let result = match &syscall_cost {
         Ok(c) => Ok(syscall::section(c, probes)),
@@ -240,6 +250,7 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
         daemon: own_cost.as_ref().ok(),
         syscall: syscall_cost.as_ref().ok(),
         probes,
+        bio: bio.as_ref().ok(),
     };
     report.sections.push(targets::section(&inputs));
     report.sections.extend(sections);
@@ -256,6 +267,7 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
         "ab-fio",
         "ab-buffered",
         "syscall-tax",
+        "bio-addition",
         "rss",
         "idle-cpu",
         "scrape-p99",
@@ -277,6 +289,9 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
     }
     for r in ["throughput", "fsync-p99"] {
         rows.push(format!("ab/fio/{r}"));
+    }
+    for r in ["with", "without", "addition"] {
+        rows.push(format!("bio-cost/{r}"));
     }
     for r in ["throughput", "sync-time"] {
         rows.push(format!("ab/buffered/{r}"));

@@ -2,6 +2,7 @@
 //! asserted; a missed target is reported, not failed.
 
 use super::ab::Pairs;
+use super::bio_cost::BioCost;
 use super::cost::Cost;
 use super::daemon::Probe;
 use super::daemon_cost::DaemonCost;
@@ -18,6 +19,7 @@ pub struct Inputs<'a> {
     pub daemon: Option<&'a DaemonCost>,
     pub syscall: Option<&'a SyscallCost>,
     pub probes: &'a [Probe],
+    pub bio: Option<&'a BioCost>,
 }
 
 fn fio_cost<'a>(costs: &'a [Cost], tool: &str) -> Option<&'a Cost> {
@@ -63,6 +65,8 @@ const AB_P: f64 = 0.1;
 const RSS_BYTES: u64 = 10_500 * 1024 * 1024 / 1000;
 const IDLE_CPU_PERCENT: f64 = 0.17;
 const SCRAPE_P99_NS: f64 = 1.5e6;
+/// What device writes by source may add per bio.
+const BIO_ADDITION_NS: f64 = 20.0;
 
 /// The A/B verdict from the per-pair throughput ratios: `yes` when the median pair ratio is at
 /// least [`AB_MEDIAN`] and a one-sided sign test does not resolve a loss (p ≥ [`AB_P`]),
@@ -188,6 +192,7 @@ pub fn section(i: &Inputs) -> Section {
         );
     }
     syscall_row(&mut s, i.syscall);
+    bio_row(&mut s, i.bio);
     daemon_rows(&mut s, i.daemon);
     s
 }
@@ -209,6 +214,26 @@ fn syscall_row(s: &mut Section, c: Option<&SyscallCost>) {
             "syscall tax reported (0 where fentry/fexit replace the syscalls: tracepoints)".into(),
             text.unwrap_or_else(|| "not measured".into()),
             "reported".into(),
+        ],
+    );
+}
+
+fn bio_row(s: &mut Section, bio: Option<&BioCost>) {
+    let addition = bio.and_then(BioCost::addition_ns);
+    let text = bio.and_then(|b| {
+        Some(format!(
+            "block_bio_queue {:.0} ns with, {:.0} ns without: {:+.0} ns per bio",
+            median(&b.with)?,
+            median(&b.without)?,
+            b.addition_ns()?
+        ))
+    });
+    s.row(
+        "bio-addition",
+        vec![
+            format!("device writes by source add ≤ {BIO_ADDITION_NS:.0} ns per bio (block_bio_queue, on vs off)"),
+            text.unwrap_or_else(|| "not measured".into()),
+            met(addition.map(|a| a <= BIO_ADDITION_NS)),
         ],
     );
 }
