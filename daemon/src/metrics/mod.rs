@@ -14,6 +14,7 @@ use aya::{
 use probe_common::slots::{SLOT_COUNT, Slot, key_from_bits};
 use prometheus::core::Desc;
 
+mod batch;
 pub mod detail;
 pub mod hist_collector;
 pub mod map_overflow;
@@ -142,15 +143,16 @@ where
             tracing::warn!("map {} is missing from the eBPF object", self.slots_name);
             return None;
         };
-        for index in 0..SLOT_COUNT {
-            let per_cpu = match slots.get(&index, 0) {
-                Ok(v) => v,
-                Err(err) => {
-                    errors.count(self.slots_name);
-                    tracing::warn!("reading map {}: {err}", self.slots_name);
-                    return None;
-                }
-            };
+        let elements = match batch::per_cpu_array(slots) {
+            Ok(elements) => elements,
+            Err(batch::BatchError::Unsupported) => self.read_slots_one_by_one(slots, errors)?,
+            Err(err) => {
+                errors.count(self.slots_name);
+                tracing::warn!("reading map {}: {err}", self.slots_name);
+                return None;
+            }
+        };
+        for per_cpu in &elements {
             for slot in per_cpu.iter().filter(|s| s.used != 0) {
                 let key: K = key_from_bits(slot.key);
                 match out.iter_mut().find(|(k, _)| *k == key) {
@@ -164,5 +166,23 @@ where
             }
         }
         Some(out)
+    }
+
+    /// The slot array element by element, for kernels without batch lookups.
+    fn read_slots_one_by_one(
+        &self,
+        slots: &PerCpuArray<MapData, Slot<V>>,
+        errors: &MapErrors,
+    ) -> Option<Vec<Vec<Slot<V>>>> {
+        (0..SLOT_COUNT)
+            .map(|index| match slots.get(&index, 0) {
+                Ok(v) => Some(v.iter().copied().collect()),
+                Err(err) => {
+                    errors.count(self.slots_name);
+                    tracing::warn!("reading map {}: {err}", self.slots_name);
+                    None
+                }
+            })
+            .collect()
     }
 }
