@@ -19,6 +19,7 @@
 //! same instant; each part is clipped to the call's duration in any case.
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
+use core::mem::MaybeUninit;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
@@ -377,26 +378,31 @@ pub fn block_completed(dev: u32, op: u32, issued: u64, t: u64) {
     emit(&ev);
 }
 
+/// A [`StallEvent`] in 8-byte words.
+const EVENT_WORDS: usize = core::mem::size_of::<StallEvent>() / 8;
+const _: () = assert!(core::mem::size_of::<StallEvent>() % 8 == 0);
+
+/// An event with these fields and every other one zero. The zeroes are written as volatile
+/// 8-byte stores: written as a struct literal, LLVM turns the runs of zero fields into `memset`
+/// calls, which on BPF are byte loops (about 450 instructions for this struct), run for every
+/// event, and on a slow device every block request is one.
 #[inline(always)]
 fn base(kind: u32, dev: u32, start_ns: u64, duration_ns: u64) -> StallEvent {
-    StallEvent {
-        start_ns,
-        duration_ns,
-        wb_wait_ns: 0,
-        throttle_ns: 0,
-        journal_ns: 0,
-        flush_ns: 0,
-        cgroup_id: 0,
-        ino: 0,
-        pid: 0,
-        tgid: 0,
-        kind,
-        dev,
-        comm: [0; 16],
-        bdi: [0; BDI_NAME_LEN],
-        detail: 0,
-        _reserved: 0,
+    let mut ev = MaybeUninit::<StallEvent>::uninit();
+    let words = ev.as_mut_ptr().cast::<u64>();
+    for i in 0..EVENT_WORDS {
+        // SAFETY: `i < EVENT_WORDS`, so the store is inside the event, which is 8-byte aligned (it
+        // starts with a u64) and a whole number of words long (asserted above).
+        unsafe { core::ptr::write_volatile(words.add(i), 0) };
     }
+    // SAFETY: every byte was written above, and all-zero is a valid `StallEvent` (integers and
+    // byte arrays only).
+    let mut ev = unsafe { ev.assume_init() };
+    ev.start_ns = start_ns;
+    ev.duration_ns = duration_ns;
+    ev.kind = kind;
+    ev.dev = dev;
+    ev
 }
 
 #[inline(always)]
@@ -413,7 +419,19 @@ fn current_task(ev: &mut StallEvent) {
 fn emit(ev: &StallEvent) {
     match STALL_EVENTS.reserve::<StallEvent>(0) {
         Some(mut entry) => {
-            entry.write(*ev);
+            // Copied word by word with volatile loads and stores: a plain copy lets LLVM see
+            // through to the zero fields and fill them with byte-loop `memset` calls (see
+            // `base`).
+            let dst = entry.as_mut_ptr().cast::<u64>();
+            let src = (ev as *const StallEvent).cast::<u64>();
+            for i in 0..EVENT_WORDS {
+                // SAFETY: `i < EVENT_WORDS`: both accesses are inside an event (the reserved
+                // entry, sized for one, and `ev`), both 8-byte aligned (a StallEvent starts with
+                // a u64; ring buffer entries are 8-byte aligned).
+                unsafe {
+                    core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)))
+                };
+            }
             entry.submit(0);
         }
         None => {
