@@ -380,7 +380,7 @@ pub fn block_completed(dev: u32, op: u32, issued: u64, t: u64) {
 
 /// A [`StallEvent`] in 8-byte words.
 const EVENT_WORDS: usize = core::mem::size_of::<StallEvent>() / 8;
-const _: () = assert!(core::mem::size_of::<StallEvent>() % 8 == 0);
+const _: () = assert!(core::mem::size_of::<StallEvent>().is_multiple_of(8));
 
 /// An event with these fields and every other one zero. The zeroes are written as volatile
 /// 8-byte stores: written as a struct literal, LLVM turns the runs of zero fields into `memset`
