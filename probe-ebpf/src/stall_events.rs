@@ -375,7 +375,7 @@ pub fn block_completed(dev: u32, op: u32, issued: u64, t: u64) {
     let mut ev = base(StallKind::BlockRequest as u32, dev, issued, ns);
     ev.detail = op;
     // The completing task is rarely the submitter (interrupt, driver or loop worker): no task.
-    emit(&ev);
+    emit_quietly(&ev);
 }
 
 /// A [`StallEvent`] in 8-byte words.
@@ -415,8 +415,41 @@ fn current_task(ev: &mut StallEvent) {
     ev.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
 }
 
+/// `BPF_RB_NO_WAKEUP` and `BPF_RB_FORCE_WAKEUP` (include/uapi/linux/bpf.h, UAPI).
+const RB_NO_WAKEUP: u64 = 1;
+const RB_FORCE_WAKEUP: u64 = 2;
+/// `BPF_RB_AVAIL_DATA`: bytes committed and not yet consumed.
+const RB_AVAIL_DATA: u64 = 0;
+
+/// How a block request's event is committed: without waking the daemon, which drains the ring
+/// on a short timer too (`STALL_DRAIN_INTERVAL` on its side). A wake-up is an irq_work and,
+/// when the reader sleeps on another CPU, an inter-processor interrupt, which in a VM cost
+/// microseconds per event in a storm of slow requests (on a saturated device every completion
+/// over the threshold is an event). Only a ring a quarter full wakes the reader at once, so a
+/// storm cannot fill it between two drains. The other kinds, one per slow call or wait, wake
+/// the reader as usual (when it has read everything before them).
+#[inline(always)]
+fn quiet_wakeup() -> u64 {
+    if STALL_EVENTS.query(RB_AVAIL_DATA) >= STALL_RING_BYTES as u64 / 4 {
+        RB_FORCE_WAKEUP
+    } else {
+        RB_NO_WAKEUP
+    }
+}
+
 #[inline(always)]
 fn emit(ev: &StallEvent) {
+    emit_with(ev, 0);
+}
+
+/// [`emit`] for block requests: see [`quiet_wakeup`].
+#[inline(always)]
+fn emit_quietly(ev: &StallEvent) {
+    emit_with(ev, quiet_wakeup());
+}
+
+#[inline(always)]
+fn emit_with(ev: &StallEvent, flags: u64) {
     match STALL_EVENTS.reserve::<StallEvent>(0) {
         Some(mut entry) => {
             // Copied word by word with volatile loads and stores: a plain copy lets LLVM see
@@ -432,7 +465,7 @@ fn emit(ev: &StallEvent) {
                     core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)))
                 };
             }
-            entry.submit(0);
+            entry.submit(flags);
         }
         None => {
             if let Some(drops) = STALL_DROPS.get_ptr_mut(0) {

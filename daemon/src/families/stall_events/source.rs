@@ -99,17 +99,40 @@ pub async fn drain(ring: RingBuf<MapData>, mut on_event: impl FnMut(Stall)) -> S
         Err(err) => return StallError::Poll(err.into()),
     };
     let mut decoder = Decoder::default();
+    let mut tick = tokio::time::interval(STALL_DRAIN_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let mut guard = match ring.readable_mut().await {
-            Ok(g) => g,
-            Err(err) => return StallError::Poll(err),
-        };
-        let ring = guard.get_inner_mut();
-        while let Some(item) = ring.next() {
-            if let Some(stall) = decoder.decode(&item) {
-                on_event(stall);
+        // The probes commit block-request events without a wake-up unless the ring is a
+        // quarter full (`probe-ebpf/src/stall_events.rs`, `quiet_wakeup`): the timer delivers
+        // those.
+        tokio::select! {
+            ready = ring.readable_mut() => {
+                let mut guard = match ready {
+                    Ok(g) => g,
+                    Err(err) => return StallError::Poll(err),
+                };
+                drain_ready(guard.get_inner_mut(), &mut decoder, &mut on_event);
+                guard.clear_ready();
             }
+            _ = tick.tick() => drain_ready(ring.get_mut(), &mut decoder, &mut on_event),
         }
-        guard.clear_ready();
+    }
+}
+
+/// How long a block-request stall event may wait in the ring before the daemon reads it, when
+/// the ring did not wake it: events are at least the threshold long (100 ms by default), so
+/// this adds little to when they show up.
+pub const STALL_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Every record in the ring now.
+fn drain_ready(
+    ring: &mut RingBuf<MapData>,
+    decoder: &mut Decoder,
+    on_event: &mut impl FnMut(Stall),
+) {
+    while let Some(item) = ring.next() {
+        if let Some(stall) = decoder.decode(&item) {
+            on_event(stall);
+        }
     }
 }
