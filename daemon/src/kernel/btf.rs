@@ -267,25 +267,13 @@ impl Btf {
     /// offset and size). A member that is not a bitfield is an error, so that a kernel that turns
     /// one into a plain integer is noticed.
     pub fn bitfield(&self, type_name: &str, member: &str) -> Result<(u32, u32), BtfError> {
-        let id = self.composite_id(type_name)?;
-        let (bit_offset, m) =
-            self.search(id, member, 0)?
-                .ok_or_else(|| BtfError::MemberNotFound {
-                    type_name: type_name.to_owned(),
-                    member: member.to_owned(),
-                })?;
+        let (bit_offset, m) = self.find_member(type_name, member)?;
         if m.bitfield_size != 0 {
             return Ok((bit_offset, m.bitfield_size));
         }
-        match self.get(self.resolve(m.type_id)?) {
-            Some(Type {
-                kind: Kind::Int { nr_bits, bit_off },
-                size_or_type,
-                ..
-            }) if *bit_off != 0 || u64::from(*nr_bits) != u64::from(*size_or_type) * 8 => {
-                Ok((bit_offset + bit_off, *nr_bits))
-            }
-            _ => Err(BtfError::NotABitfield {
+        match self.int_bitfield(&m)? {
+            Some((bit_off, nr_bits)) => Ok((bit_offset + bit_off, nr_bits)),
+            None => Err(BtfError::NotABitfield {
                 type_name: type_name.to_owned(),
                 member: member.to_owned(),
             }),
@@ -508,23 +496,8 @@ impl Btf {
 
     /// Finds `member` and checks it is byte addressable; returns its total bit offset.
     fn byte_member(&self, type_name: &str, member: &str) -> Result<(u32, Member), BtfError> {
-        let id = self.composite_id(type_name)?;
-        let (bit_offset, m) =
-            self.search(id, member, 0)?
-                .ok_or_else(|| BtfError::MemberNotFound {
-                    type_name: type_name.to_owned(),
-                    member: member.to_owned(),
-                })?;
-        // Without kind_flag, bitfields are encoded in the INT type itself (nr_bits/bit_off).
-        let int_bitfield = match self.get(self.resolve(m.type_id)?) {
-            Some(Type {
-                kind: Kind::Int { nr_bits, bit_off },
-                size_or_type,
-                ..
-            }) => *bit_off != 0 || u64::from(*nr_bits) != u64::from(*size_or_type) * 8,
-            _ => false,
-        };
-        if m.bitfield_size != 0 || int_bitfield || bit_offset % 8 != 0 {
+        let (bit_offset, m) = self.find_member(type_name, member)?;
+        if m.bitfield_size != 0 || self.int_bitfield(&m)?.is_some() || bit_offset % 8 != 0 {
             return Err(BtfError::NotByteAddressable {
                 type_name: type_name.to_owned(),
                 member: member.to_owned(),
@@ -532,6 +505,32 @@ impl Btf {
             });
         }
         Ok((bit_offset, m))
+    }
+
+    /// `member` of the struct or union `type_name` (searching anonymous members) and its total
+    /// bit offset.
+    fn find_member(&self, type_name: &str, member: &str) -> Result<(u32, Member), BtfError> {
+        let id = self.composite_id(type_name)?;
+        self.search(id, member, 0)?
+            .ok_or_else(|| BtfError::MemberNotFound {
+                type_name: type_name.to_owned(),
+                member: member.to_owned(),
+            })
+    }
+
+    /// `(bit offset, bits)` when `m` is a bitfield encoded in its INT type (without the
+    /// struct's kind_flag, the INT itself carries `nr_bits`/`bit_off`), else `None`.
+    fn int_bitfield(&self, m: &Member) -> Result<Option<(u32, u32)>, BtfError> {
+        Ok(match self.get(self.resolve(m.type_id)?) {
+            Some(Type {
+                kind: Kind::Int { nr_bits, bit_off },
+                size_or_type,
+                ..
+            }) if *bit_off != 0 || u64::from(*nr_bits) != u64::from(*size_or_type) * 8 => {
+                Some((*bit_off, *nr_bits))
+            }
+            _ => None,
+        })
     }
 
     /// Depth-first search through `id`'s members, descending into anonymous members.
