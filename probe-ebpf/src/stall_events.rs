@@ -426,8 +426,9 @@ const RB_AVAIL_DATA: u64 = 0;
 /// when the reader sleeps on another CPU, an inter-processor interrupt, which in a VM cost
 /// microseconds per event in a storm of slow requests (on a saturated device every completion
 /// over the threshold is an event). Only a ring a quarter full wakes the reader at once, so a
-/// storm cannot fill it between two drains. The other kinds, one per slow call or wait, wake
-/// the reader as usual (when it has read everything before them).
+/// storm cannot fill it between two drains. The other kinds, one per slow call or wait, always
+/// wake the reader (`BPF_RB_FORCE_WAKEUP`): the kernel's default wakes it only when it has read
+/// everything before the event, which quiet block events may not have been.
 #[inline(always)]
 fn quiet_wakeup() -> u64 {
     if STALL_EVENTS.query(RB_AVAIL_DATA) >= STALL_RING_BYTES as u64 / 4 {
@@ -439,7 +440,7 @@ fn quiet_wakeup() -> u64 {
 
 #[inline(always)]
 fn emit(ev: &StallEvent) {
-    emit_with(ev, 0);
+    emit_with(ev, RB_FORCE_WAKEUP);
 }
 
 /// [`emit`] for block requests: see [`quiet_wakeup`].
