@@ -3,7 +3,9 @@
 //! `tp_btf/folio_wait_writeback(struct folio *, struct address_space *)` fires in
 //! mm/page-writeback.c `folio_wait_writeback()` once per loop iteration, right before
 //! `folio_wait_bit(folio, PG_writeback)`; there is no end event (and fexit is not available
-//! everywhere). So the wait is timed from the tracepoint to the task's next switch-in:
+//! everywhere). So the wait is timed from the tracepoint to the task's next switch-in after the
+//! wait's sleep. How that sleep is recognised differs: with task storage, see below; without it
+//! (5.10):
 //! - at the tracepoint, store `{ts, dev}` for the thread;
 //! - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
 //!   `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the tracepoint:
