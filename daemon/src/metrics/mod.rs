@@ -19,6 +19,7 @@ pub mod detail;
 pub mod hist_collector;
 pub mod map_overflow;
 pub mod process;
+mod program_info;
 pub mod proto;
 pub mod scrape_errors;
 pub mod self_metrics;

@@ -1,16 +1,13 @@
 //! The daemon's own metrics: build info, which probes are attached, failed map reads.
 
-use std::{
-    os::fd::{AsFd as _, AsRawFd as _},
-    sync::Arc,
-};
+use std::{os::fd::AsFd as _, sync::Arc};
 
 use prometheus::{
     core::{Collector, Desc},
     proto::MetricFamily,
 };
 
-use super::{MapErrors, describe, proto::MetricBuilder};
+use super::{MapErrors, describe, program_info, proto::MetricBuilder};
 use crate::probes::{AttachStatus, ProbeReport};
 
 const FAMILIES: &[(&str, &str)] = &[
@@ -42,25 +39,14 @@ const FAMILIES: &[(&str, &str)] = &[
     ),
 ];
 
-/// An attached program: its name and our own descriptor of it, whose `/proc/self/fdinfo` entry
-/// carries the run-time stats. Reading them that way needs no capability, unlike listing the
-/// kernel's programs (`BPF_PROG_GET_NEXT_ID` needs CAP_SYS_ADMIN, which the service drops).
+/// An attached program: its name and our own descriptor of it, through which the kernel's
+/// program info gives the run-time stats (`program_info`). Reading them that way needs no
+/// capability, unlike listing the kernel's programs (`BPF_PROG_GET_NEXT_ID` needs
+/// CAP_SYS_ADMIN, which the service drops).
 #[derive(Clone, Debug)]
 pub struct AttachedProgram {
     pub name: &'static str,
     pub fd: Arc<aya::programs::ProgramFd>,
-}
-
-/// `run_time_ns` and `run_cnt` from a BPF program's fdinfo text (kernel/bpf/syscall.c,
-/// bpf_prog_show_fdinfo).
-fn parse_run_stats(fdinfo: &str) -> Option<(u64, u64)> {
-    let field = |key: &str| {
-        fdinfo
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    Some((field("run_time_ns:")?, field("run_cnt:")?))
 }
 
 /// Exports `wbscope_build_info`, `wbscope_probe_attached`, `wbscope_probe_unsupported`,
@@ -80,7 +66,7 @@ pub struct SelfCollector {
 const SCRAPE_FAMILY: &str = "bpf_program_stats";
 
 impl SelfCollector {
-    /// Counts program stats that cannot be read (fdinfo, e.g. out of descriptors) in `errors`.
+    /// Counts program stats that cannot be read (the program info call failed) in `errors`.
     pub fn counting(mut self, errors: super::ScrapeErrors) -> SelfCollector {
         errors.register(SCRAPE_FAMILY);
         self.scrape_errors = Some(errors);
@@ -109,19 +95,16 @@ impl SelfCollector {
         let mut seconds = MetricBuilder::counter("wbscope_bpf_program_run_seconds_total", FAMILIES);
         let mut runs = MetricBuilder::counter("wbscope_bpf_program_runs_total", FAMILIES);
         for program in &self.programs {
-            let fd = program.fd.as_fd().as_raw_fd();
-            let path = format!("/proc/self/fdinfo/{fd}");
-            let text = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
+            let (ns, count) = match program_info::run_stats(program.fd.as_fd()) {
+                Ok(stats) => stats,
                 Err(err) => {
                     // Its counters are left out rather than reported as 0.
                     if let Some(errors) = &self.scrape_errors {
-                        errors.count(SCRAPE_FAMILY, &path, &err);
+                        errors.count(SCRAPE_FAMILY, program.name, &err);
                     }
                     continue;
                 }
             };
-            let (ns, count) = parse_run_stats(&text).unwrap_or((0, 0));
             seconds.add_counter(&[("program", program.name)], ns as f64 / 1e9);
             runs.add_counter(&[("program", program.name)], count as f64);
         }
@@ -233,13 +216,5 @@ mod tests {
             info.contains(&format!("revision={}", crate::build_info::REVISION)),
             "{info}"
         );
-    }
-
-    #[test]
-    fn parses_fdinfo_run_stats() {
-        let fdinfo = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nprog_id:\t6789\n\
-                      run_time_ns:\t42701\nrun_cnt:\t47\nrecursion_misses:\t0\n";
-        assert_eq!(parse_run_stats(fdinfo), Some((42701, 47)));
-        assert_eq!(parse_run_stats("prog_id:\t1\n"), None);
     }
 }
