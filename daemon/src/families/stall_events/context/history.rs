@@ -195,10 +195,10 @@ impl History {
     }
 
     /// Reads the counters, and the writing devices' bdi stats when the counters moved (or once
-    /// a second when they did not), and keeps what changed.
-    pub fn sample(&self) {
+    /// a second when they did not), and keeps what changed. True when the counters moved.
+    pub fn sample(&self) -> bool {
         let Some(writes) = self.read_writes() else {
-            return;
+            return false;
         };
         let mono_ns = monotonic_now_ns();
         let (moved, bdis_due) = match self.inner.lock() {
@@ -209,7 +209,7 @@ impl History {
                     .is_none_or(|(_, last)| *last != writes),
                 mono_ns.saturating_sub(inner.bdis_read_ns) >= IDLE_BDI_INTERVAL_NS,
             ),
-            Err(_) => return,
+            Err(_) => return false,
         };
         // Read outside the lock: debugfs reads take tens of microseconds each.
         let bdis = (moved || bdis_due).then(|| self.read_bdis(&writes));
@@ -220,6 +220,7 @@ impl History {
                 inner.bdis_read_ns = mono_ns;
             }
         }
+        moved
     }
 
     fn read_writes(&self) -> Option<Writes> {
@@ -449,26 +450,44 @@ fn bdi_of(bdis: &Bdis, device: &str) -> Option<BdiState> {
         .map(|(_, b)| *b)
 }
 
-/// Samples `history` every [`super::SAMPLE_INTERVAL`] on a thread of its own until the history
-/// is dropped. A plain thread, not a runtime task: the map and debugfs reads are blocking
-/// system calls that must never hold up the two runtime threads serving /metrics, and a
-/// sleeping thread costs one wake-up per sample where a task handed to the blocking pool costs
-/// a timer, an epoll wake-up and two thread hand-offs.
+/// Samples `history` every [`super::SAMPLE_INTERVAL`] while the devices write, and every
+/// [`super::IDLE_SAMPLE_INTERVAL`] once they have written nothing for [`IDLE_AFTER`] samples, on a
+/// thread of its own until the history is dropped. A plain thread, not a runtime task: the map
+/// and debugfs reads are blocking system calls that must never hold up the two runtime threads
+/// serving /metrics, and a sleeping thread costs one wake-up per sample where a task handed to
+/// the blocking pool costs a timer, an epoll wake-up and two thread hand-offs.
 pub fn spawn_sampler(history: &Arc<History>) {
     let history = Arc::downgrade(history);
     let spawned = std::thread::Builder::new()
         .name("wbscope-sampler".into())
         .spawn(move || {
+            let mut unchanged = 0u32;
             while let Some(history) = history.upgrade() {
-                history.sample();
+                unchanged = if history.sample() {
+                    0
+                } else {
+                    unchanged.saturating_add(1)
+                };
                 drop(history);
-                std::thread::sleep(super::SAMPLE_INTERVAL);
+                std::thread::sleep(next_interval(unchanged));
             }
         });
     if let Err(err) = spawned {
         tracing::warn!(
             "stall context sampler not started (no device writes in stall context): {err}"
         );
+    }
+}
+
+/// Samples in a row with unchanged counters after which the sampler slows down: a second.
+const IDLE_AFTER: u32 = 10;
+
+/// The pause before the next sample after `unchanged` samples in a row saw no new writes.
+fn next_interval(unchanged: u32) -> std::time::Duration {
+    if unchanged >= IDLE_AFTER {
+        super::IDLE_SAMPLE_INTERVAL
+    } else {
+        super::SAMPLE_INTERVAL
     }
 }
 
@@ -515,6 +534,17 @@ pub async fn drain_works(ring: RingBuf<MapData>, history: Arc<History>) -> std::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sampler_slows_down_only_after_a_second_without_writes() {
+        assert_eq!(next_interval(0), super::super::SAMPLE_INTERVAL);
+        assert_eq!(next_interval(IDLE_AFTER - 1), super::super::SAMPLE_INTERVAL);
+        assert_eq!(
+            next_interval(IDLE_AFTER),
+            super::super::IDLE_SAMPLE_INTERVAL
+        );
+        assert!(super::super::IDLE_SAMPLE_INTERVAL > super::super::SAMPLE_INTERVAL);
+    }
 
     #[test]
     fn unchanged_values_extend_the_last_sample_instead_of_adding_one() {

@@ -8,7 +8,8 @@
 //! counters moved (once a second when they did not), plus one more sample when an event of at
 //! least [`FRESH_MIN_NS`] arrives, and the flusher's work records. Only changes are kept, so an
 //! idle host's history does not grow. Accuracy: the window starts at the last time the counters
-//! were seen at or before the stall's start (up to one interval early) and ends at the event's
+//! were seen at or before the stall's start (up to one interval early: [`SAMPLE_INTERVAL`] while
+//! the devices write, [`IDLE_SAMPLE_INTERVAL`] right after a second without writes) and ends at the event's
 //! arrival (milliseconds after its end); bios count when queued, not when completed; bdi dirty
 //! bytes at the start may be up to a second old when the devices wrote nothing before it.
 
@@ -18,8 +19,14 @@ pub mod verdict;
 
 pub use record::{SourceShare, StallContext, WorkItem};
 
-/// How often the history samples the counters.
+/// How often the history samples the counters while the devices write.
 pub const SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How often it samples them after a second in which no device wrote: ten wake-ups a second
+/// were most of an idle daemon's CPU time. The cost is accuracy at the start of a burst only: a
+/// stall that begins right after an idle spell gets a window that starts up to this much early
+/// (nothing was written before the burst, so only the burst's first writes can fall in early).
+pub const IDLE_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Events at least this long get a context, with a fresh sample for their end; shorter ones get
 /// none (a storm of tiny events must not read the maps once each), except throttling pauses,
