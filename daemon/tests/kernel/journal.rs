@@ -108,3 +108,36 @@ fn filesystem_info_and_program_run_time() {
     assert!(runs >= 10.0, "{runs} runs");
     assert!(secs > 0.0);
 }
+
+/// The mount table is read again only when the kernel says it changed: a filesystem mounted
+/// while the daemon runs appears in `wbscope_filesystem_info` at the next scrape, and is gone
+/// from it once unmounted.
+#[test]
+#[ignore = "needs root and BPF: run with cargo xtask test"]
+fn filesystem_info_follows_mounts_and_unmounts() {
+    let daemon = TestDaemon::start();
+    let _ = daemon.scrape();
+    let loopfs = LoopFs::new(FsKind::Ext4, 64).expect("loop filesystem");
+    let device = loopfs.loop_name().to_owned();
+    let mountpoint = loopfs.mountpoint().to_string_lossy().into_owned();
+    let labels = [
+        ("device", device.as_str()),
+        ("mountpoint", mountpoint.as_str()),
+        ("fstype", "ext4"),
+    ];
+    let mounted = daemon.scrape();
+    assert_eq!(
+        mounted.sum("wbscope_filesystem_info", &labels),
+        1.0,
+        "{}",
+        wbscope_lines(&mounted)
+    );
+    drop(loopfs);
+    let unmounted = daemon.scrape();
+    assert_eq!(
+        unmounted.sum("wbscope_filesystem_info", &labels),
+        0.0,
+        "{}",
+        wbscope_lines(&unmounted)
+    );
+}
