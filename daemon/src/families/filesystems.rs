@@ -92,9 +92,7 @@ impl Collector for InfoCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let is_block = |major: u32, minor: u32| {
-            std::path::Path::new(&format!("/sys/dev/block/{major}:{minor}")).exists()
-        };
+        let is_block = |major: u32, minor: u32| devices::is_block_device(major, minor);
         let table = match mounts::read() {
             Ok(table) => table,
             Err(err) => {

@@ -14,7 +14,15 @@ pub fn block_name(major: u32, minor: u32) -> String {
     block_name_under(Path::new("/sys/dev/block"), major, minor)
 }
 
+/// Major 0 is the kernel's unnamed major (`UNNAMED_MAJOR`): anonymous devices of tmpfs, proc,
+/// btrfs subvolumes, NFS and FUSE, never a block device. A scrape asks about every mount and
+/// every device key, so these are answered without a system call.
+const UNNAMED_MAJOR: u32 = 0;
+
 fn block_name_under(root: &Path, major: u32, minor: u32) -> String {
+    if major == UNNAMED_MAJOR {
+        return format!("{major}:{minor}");
+    }
     let link = root.join(format!("{major}:{minor}"));
     std::fs::read_link(&link)
         .ok()
@@ -22,10 +30,19 @@ fn block_name_under(root: &Path, major: u32, minor: u32) -> String {
         .unwrap_or_else(|| format!("{major}:{minor}"))
 }
 
+/// Whether `major:minor` is a block device (its /sys/dev/block entry exists), with or without a
+/// medium.
+pub fn is_block_device(major: u32, minor: u32) -> bool {
+    major != UNNAMED_MAJOR && Path::new(&format!("/sys/dev/block/{major}:{minor}")).exists()
+}
+
 /// Whether `major:minor` is a block device now with a medium: its /sys/dev/block entry exists
 /// and its size is not 0 (a detached loop device stays as an empty device). When the size
 /// cannot be read (e.g. out of descriptors) the device counts as present.
 pub fn block_device_exists(major: u32, minor: u32) -> bool {
+    if major == UNNAMED_MAJOR {
+        return false;
+    }
     let dir = Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
     if !dir.exists() {
         return false;
@@ -76,6 +93,10 @@ mod tests {
         std::os::unix::fs::symlink("../../devices/virtual/block/loop3", &link).unwrap();
         assert_eq!(block_name_under(&dir, 7, 3), "loop3");
         assert_eq!(block_name_under(&dir, 0, 45), "0:45");
+        // Major 0 is never looked up, even where a link of that name exists.
+        std::os::unix::fs::symlink("../../devices/virtual/block/loop9", dir.join("0:46")).unwrap();
+        assert_eq!(block_name_under(&dir, 0, 46), "0:46");
+        assert!(!is_block_device(0, 1));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
