@@ -49,6 +49,7 @@ pub const MAPS: &[&str] = &[
     sync_calls::maps::SYNC_CALL_LATENCY_SLOTS,
     sync_calls::maps::SFR_CALLS,
     sync_calls::maps::URING_INFLIGHT,
+    sync_calls::maps::MSYNC_SEEN,
     top_processes::maps::TOP_PROCESSES,
     writeback::maps::WB_WORK_STATS,
     writeback::maps::FLUSHER_ITEMS,

@@ -169,6 +169,8 @@ pub mod maps {
     pub const SYNC_CALL_LATENCY_ANON: &str = "SYNC_CALL_LATENCY_ANON";
     pub const SFR_CALLS: &str = "SFR_CALLS";
     pub const URING_INFLIGHT: &str = "URING_INFLIGHT";
+    /// One element, set to 1 by the first msync(MS_SYNC) since load (`sync_calls::msync_dev`).
+    pub const MSYNC_SEEN: &str = "MSYNC_SEEN";
 }
 
 /// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the

@@ -274,6 +274,7 @@ pub(crate) fn begin_sfr(tid: u32, fd: u64, flags: u64) {
 #[inline(always)]
 pub(crate) fn begin_msync(tid: u32, flags: u64) {
     if flags as u32 & MS_SYNC != 0 {
+        msync_dev::msync_started();
         begin(tid, SyncSyscall::Msync, 0, flags as u32);
     }
 }

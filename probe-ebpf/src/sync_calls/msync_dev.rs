@@ -9,9 +9,18 @@
 //! `xfs:xfs_file_fsync` (`dev_t dev`, fs/xfs/xfs_trace.h, `DEFINE_INODE_EVENT`). While the task's
 //! in-flight sync call is an msync with no device yet, the first such event names it. Other
 //! filesystems leave msync's device `unknown`.
+//!
+//! These events fire for every fsync too, and most hosts never call msync(MS_SYNC): until the
+//! first one since load ([`MSYNC_SEEN`], set once and never cleared, so no per-call write to a
+//! shared cache line), the programs return after one array load instead of looking up the
+//! thread's call in flight.
 
 use aya_ebpf::{
-    Global, helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
+    Global,
+    helpers::bpf_get_current_pid_tgid,
+    macros::{map, tracepoint},
+    maps::Array,
+    programs::TracePointContext,
 };
 use probe_common::{sync_calls::SyncSyscall, sync_calls::layout::FieldFormat};
 
@@ -31,6 +40,32 @@ static XFS_FILE_FSYNC_FMT: Global<FieldFormat> = Global::new(FieldFormat {
     _reserved: 0,
 });
 
+/// 1 once an msync(MS_SYNC) has started since load.
+#[map]
+static MSYNC_SEEN: Array<u32> = Array::with_max_entries(1, 0);
+
+/// An msync(MS_SYNC) starts: from now on the filesystems' fsync events are looked at.
+#[inline(always)]
+pub(crate) fn msync_started() {
+    if let Some(seen) = MSYNC_SEEN.get_ptr_mut(0) {
+        // SAFETY: the array's one element, valid for this program run. Read first: after the
+        // first msync the line is only ever read, so it stays shared in every CPU's cache.
+        unsafe {
+            if *seen == 0 {
+                *seen = 1;
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn msync_seen() -> bool {
+    // SAFETY: the array's one element, valid for this program run.
+    MSYNC_SEEN
+        .get_ptr(0)
+        .is_some_and(|seen| unsafe { *seen } != 0)
+}
+
 #[tracepoint]
 pub fn ext4_sync_file_enter(ctx: TracePointContext) -> u32 {
     fill_msync_dev(&ctx, EXT4_SYNC_FILE_FMT.load().offset);
@@ -45,7 +80,7 @@ pub fn xfs_file_fsync(ctx: TracePointContext) -> u32 {
 
 #[inline(always)]
 fn fill_msync_dev(ctx: &TracePointContext, dev_offset: u32) {
-    if dev_offset == 0 {
+    if dev_offset == 0 || !msync_seen() {
         return;
     }
     let tid = bpf_get_current_pid_tgid() as u32;
