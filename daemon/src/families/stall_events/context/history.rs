@@ -26,6 +26,14 @@ use crate::{
 /// starts at the oldest sample.
 pub const HISTORY_NS: u64 = 120_000_000_000;
 
+/// Samples of the last this many ns keep the sampler's full resolution; older ones are kept
+/// [`COARSE_NS`] apart. A stall is placed in the samples when its event arrives, so only the
+/// window start of a stall longer than this is affected (it may start up to `COARSE_NS` early).
+pub const FINE_NS: u64 = 10_000_000_000;
+
+/// The spacing of samples older than [`FINE_NS`].
+pub const COARSE_NS: u64 = 1_000_000_000;
+
 /// Work items kept at most (sync over many filesystems queues one per superblock and bdi).
 const MAX_WORKS: usize = 4096;
 
@@ -69,6 +77,22 @@ impl<T: PartialEq> Series<T> {
         let oldest = mono_ns.saturating_sub(HISTORY_NS);
         while self.0.len() > 1 && self.0.front().is_some_and(|s| s.last_ns < oldest) {
             self.0.pop_front();
+        }
+        self.thin(mono_ns.saturating_sub(FINE_NS));
+    }
+
+    /// Keeps samples last seen before `horizon` at least [`COARSE_NS`] apart, dropping the later
+    /// of two closer ones: a value asked for at a time whose sample went is the one before it,
+    /// as of that one's time. While the devices write every sample differs, and ten a second
+    /// for [`HISTORY_NS`] were the daemon's memory growth under load.
+    fn thin(&mut self, horizon: u64) {
+        let mut i = 1;
+        while i < self.0.len() && self.0[i].last_ns < horizon {
+            if self.0[i].first_ns.saturating_sub(self.0[i - 1].first_ns) < COARSE_NS {
+                self.0.remove(i);
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -571,6 +595,34 @@ mod tests {
         assert_eq!(s.at(300), Some((300, &2)));
         // Older than every sample: the oldest, as of its first sight.
         assert_eq!(s.at(50), Some((100, &1)));
+    }
+
+    #[test]
+    fn old_samples_are_thinned_to_a_second_apart_and_recent_ones_kept() {
+        let mut s: Series<u64> = Series::default();
+        let step = 100_000_000;
+        let end = 60_000_000_000;
+        // A value that changes at every sample, ten times a second for a minute.
+        for t in (step..=end).step_by(step as usize) {
+            s.push(t, t);
+        }
+        let recent = s.0.iter().filter(|x| x.first_ns >= end - FINE_NS).count();
+        assert!(recent >= 100, "{recent} recent samples");
+        assert!(s.0.len() <= 100 + 55, "{} samples kept", s.0.len());
+        for pair in s.0.iter().collect::<Vec<_>>().windows(2) {
+            if pair[1].last_ns < end - FINE_NS {
+                assert!(pair[1].first_ns - pair[0].first_ns >= COARSE_NS);
+            }
+        }
+        // An old time gets a value seen at or before it, at most a second (plus one step) early.
+        let t = 20_050_000_000;
+        let (seen, v) = s.at(t).expect("a sample");
+        assert!(seen <= t && t - seen <= COARSE_NS + step, "seen {seen}");
+        assert_eq!(*v, seen);
+        // A recent time is exact to the step.
+        let t = end - 2_050_000_000;
+        let (seen, _) = s.at(t).expect("a sample");
+        assert!(t - seen < step, "seen {seen}");
     }
 
     #[test]

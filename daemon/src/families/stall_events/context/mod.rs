@@ -9,7 +9,9 @@
 //! least [`FRESH_MIN_NS`] arrives, and the flusher's work records. Only changes are kept, so an
 //! idle host's history does not grow. Accuracy: the window starts at the last time the counters
 //! were seen at or before the stall's start (up to one interval early: [`SAMPLE_INTERVAL`] while
-//! the devices write, [`IDLE_SAMPLE_INTERVAL`] right after a second without writes) and ends at the event's
+//! the devices write, [`IDLE_SAMPLE_INTERVAL`] right after a second without writes; a second for
+//! a stall that began more than [`history::FINE_NS`] before its event arrived, since older
+//! samples are thinned to a second apart) and ends at the event's
 //! arrival (milliseconds after its end); bios count when queued, not when completed; bdi dirty
 //! bytes at the start may be up to a second old when the devices wrote nothing before it.
 
