@@ -40,14 +40,10 @@ pub fn is_block_device(major: u32, minor: u32) -> bool {
 /// and its size is not 0 (a detached loop device stays as an empty device). When the size
 /// cannot be read (e.g. out of descriptors) the device counts as present.
 pub fn block_device_exists(major: u32, minor: u32) -> bool {
-    if major == UNNAMED_MAJOR {
+    if !is_block_device(major, minor) {
         return false;
     }
-    let dir = Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
-    if !dir.exists() {
-        return false;
-    }
-    match std::fs::read_to_string(dir.join("size")) {
+    match std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/size")) {
         Ok(size) => size.trim() != "0",
         Err(_) => true,
     }
