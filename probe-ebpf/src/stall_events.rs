@@ -421,8 +421,8 @@ const RB_FORCE_WAKEUP: u64 = 2;
 /// `BPF_RB_AVAIL_DATA`: bytes committed and not yet consumed.
 const RB_AVAIL_DATA: u64 = 0;
 
-/// How a block request's event is committed: without waking the daemon, which drains the ring
-/// on a short timer too (`STALL_DRAIN_INTERVAL` on its side). A wake-up is an irq_work and,
+/// How a block request's event is committed: without waking the daemon, which also drains the
+/// ring every second (`STALL_DRAIN_INTERVAL` on its side). A wake-up is an irq_work and,
 /// when the reader sleeps on another CPU, an inter-processor interrupt, which in a VM cost
 /// microseconds per event in a storm of slow requests (on a saturated device every completion
 /// over the threshold is an event). Only a ring a quarter full wakes the reader at once, so a

@@ -188,7 +188,7 @@ garbage line
     }
 
     #[test]
-    fn an_unchanged_table_is_served_from_the_last_read() {
+    fn reading_the_table_keeps_it_and_its_file_for_the_next_read() {
         let (Ok(first), Ok(second)) = (read(), read()) else {
             eprintln!("skipped: no readable mountinfo");
             return;

@@ -120,9 +120,10 @@ pub async fn drain(ring: RingBuf<MapData>, mut on_event: impl FnMut(Stall)) -> S
 }
 
 /// How long a block-request stall event may wait in the ring before the daemon reads it, when
-/// neither the ring nor a later event of another kind (which always wakes it) woke it. A second: each timer wake-up costs the idle
-/// daemon CPU (at 50 ms this timer alone more than doubled the idle daemon's CPU time), and the
-/// events are at least the threshold (100 ms by default) long.
+/// neither the ring nor a later event of another kind (which always wakes it) woke it. A
+/// second: each timer wake-up costs the idle daemon CPU (at 50 ms this timer alone more than
+/// doubled the idle daemon's CPU time), and the events are at least the threshold (100 ms by
+/// default) long.
 pub const STALL_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Every record in the ring now.
