@@ -2,9 +2,10 @@
 
 use crate::user_pod;
 
-/// Struct member offsets (bytes, from BTF) and one flag value for timing waits on folios under
-/// writeback from `tp_btf/folio_wait_writeback(folio, mapping)` to the waiter's next switch-in
-/// in `tp_btf/sched_switch(preempt, prev, next, prev_state)`.
+/// Struct member offsets (bytes, from BTF) and flag values for timing waits on folios under
+/// writeback from `tp_btf/folio_wait_writeback(folio, mapping)` to the return of the
+/// `folio_wait_bit()` it calls (fexit), or where fexit is unavailable to the waiter's next
+/// switch-in in `tp_btf/sched_switch(preempt, prev, next, prev_state)`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FolioWaitLayout {
@@ -28,8 +29,12 @@ pub struct FolioWaitLayout {
     /// bit's mask in that byte.
     pub task_in_iowait: u32,
     pub in_iowait_mask: u32,
+    /// `PG_writeback` (`enum pageflags`), the bit the fexit end (`folio_wait_bit()` and its
+    /// killable variant) matches; 0 while unresolved, and then the fexit end is not used.
+    pub pg_writeback: u32,
+    pub _reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 32);
+const _: () = assert!(core::mem::size_of::<FolioWaitLayout>() == 40);
 
 /// A wait on a folio under writeback, kept per thread id from the tracepoint until the thread
 /// runs again.
@@ -52,8 +57,11 @@ pub struct PendingWait {
     /// The thread's `nvcsw` at the tracepoint (task storage kernels): the wait's sleep is the
     /// first voluntary switch after it.
     pub nvcsw: u64,
+    /// The folio (before 5.16: the page) waited on, the tracepoint's argument #0: the fexit end
+    /// takes only the `folio_wait_bit(folio, PG_writeback)` return of this very wait.
+    pub folio: u64,
 }
-const _: () = assert!(core::mem::size_of::<PendingWait>() == 40);
+const _: () = assert!(core::mem::size_of::<PendingWait>() == 48);
 
 /// Where `tp_btf/sched_switch` finds the state the previous task was switched out in.
 #[repr(C)]

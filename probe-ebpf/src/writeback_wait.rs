@@ -1,20 +1,28 @@
 //! Time tasks spend asleep waiting on folios under writeback, by device.
 //!
 //! `tp_btf/folio_wait_writeback(struct folio *, struct address_space *)` fires in
-//! mm/page-writeback.c `folio_wait_writeback()` once per loop iteration, right before
-//! `folio_wait_bit(folio, PG_writeback)`; there is no end event (and fexit is not available
-//! everywhere). So the wait is timed from the tracepoint to the task's next switch-in after the
-//! wait's sleep. How that sleep is recognised differs: with task storage, see below; without it
-//! (5.10):
-//! - at the tracepoint, store `{ts, dev}` for the thread;
-//! - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
-//!   `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the tracepoint:
-//!   it went to sleep for the wait, mark it; a switch-out in any other sleeping state, or much
-//!   later, means the wait did not sleep (writeback ended first): drop the entry; a preemption
-//!   (state 0) keeps it, and the gap is measured again from the thread's next switch-in, so a
-//!   busy run queue cannot make a real wait look like a missed one;
-//! - sched_switch with next == that thread and marked: duration = now − ts (it includes the
-//!   run-queue delay after the wake-up, which the waiter suffers too).
+//! mm/page-writeback.c `folio_wait_writeback()` (and `folio_wait_writeback_killable()`) once per
+//! loop iteration, right before `folio_wait_bit(folio, PG_writeback)` (or its killable
+//! variant); the tracepoint has no end event. The wait ends in one of two ways:
+//! - **fexit** (`fexit_end`), where the kernel accepts fexit and tracing programs have task
+//!   storage: at the return of that `folio_wait_bit()` / `folio_wait_bit_killable()` of the same
+//!   folio and bit. Exact, and it costs nothing on context switches: no sched_switch program is
+//!   attached at all then.
+//! - **sched_switch** elsewhere (this module): from the tracepoint to the task's next switch-in
+//!   after the wait's sleep. How that sleep is recognised differs: with task storage, see
+//!   below; without it (5.10):
+//!   - at the tracepoint, store `{ts, dev}` for the thread;
+//!   - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
+//!     `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the
+//!     tracepoint: it went to sleep for the wait, mark it; a switch-out in any other sleeping
+//!     state, or much later, means the wait did not sleep (writeback ended first): drop the
+//!     entry; a preemption (state 0) keeps it, and the gap is measured again from the thread's
+//!     next switch-in, so a busy run queue cannot make a real wait look like a missed one;
+//!   - sched_switch with next == that thread and marked: duration = now − ts (it includes the
+//!     run-queue delay after the wake-up, which the waiter suffers too).
+//!
+//! Both ends take only waits that slept: the tracepoint stores the thread's `nvcsw` (voluntary
+//! context switches), and a wait whose `nvcsw` did not move did not sleep.
 //!
 //! sched_switch is the hottest hook there is (about 18 runs per fio write+fsync). Where tracing
 //! programs have task storage (5.13+, see `task_storage`), the wait is a value of the thread's
@@ -22,8 +30,8 @@
 //! comes back from an I/O sleep: `folio_wait_bit()` sleeps in `io_schedule()`, which sets the
 //! task's `in_iowait` bit until the task runs on. Every other switch costs one load and a
 //! branch. The wait's sleep is the first voluntary switch after the tracepoint: the tracepoint
-//! stores the thread's `nvcsw` (voluntary context switches, incremented before the switch-out
-//! is traced), and the I/O sleep that ends with `nvcsw` one higher is the wait's. A wait that
+//! stores the thread's `nvcsw` (incremented before the switch-out is traced), and the I/O sleep
+//! that ends with `nvcsw` one higher is the wait's. A wait that
 //! did not sleep (writeback ended first) is dropped at the thread's next I/O-sleep switch-in
 //! (`nvcsw` moved on further), or replaced by its next wait; preemptions (`nivcsw`) never count.
 //! The one case this can take for a wait is a wait that did not sleep followed, without any
@@ -35,6 +43,7 @@
 //! have an entry. Kernels before 5.18 have no `prev_state` argument; `prev_state` reads the
 //! task's state there.
 
+mod fexit_end;
 mod prev_state;
 
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
@@ -75,6 +84,8 @@ pub static FOLIO_WAIT_LAYOUT: Global<FolioWaitLayout> = Global::new(FolioWaitLay
     task_nvcsw: 0,
     task_in_iowait: 0,
     in_iowait_mask: 0,
+    pg_writeback: 0,
+    _reserved: 0,
 });
 
 /// A switch-out in D state this long after the tracepoint (counting only time on the CPU) is not
@@ -88,7 +99,7 @@ const BPF_NOEXIST: u64 = 1;
 
 task_storage! {
     /// The wait in progress of each thread (task storage kernels); `start_ns == 0`: none.
-    static FOLIO_WAIT_TASK: FolioWaitTaskDef<PendingWait>;
+    pub(crate) static FOLIO_WAIT_TASK: FolioWaitTaskDef<PendingWait>;
 }
 
 /// Waits in progress by thread id (kernels without task storage for tracing programs). A plain hash, not LRU: an evicted entry would leave the
@@ -198,6 +209,7 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         return None;
     }
     let tid = bpf_get_current_pid_tgid() as u32;
+    let folio = arg_u64(ctx, 0).unwrap_or(0);
     let dev = arg_u64(ctx, 1)
         .and_then(|mapping| dev_of_mapping(&l, mapping))
         .unwrap_or(0);
@@ -209,6 +221,7 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         sleeping: 0,
         cgroup_id: crate::cgroups::current_id(),
         nvcsw: 0,
+        folio,
     };
     if task_storage::available() {
         wait.nvcsw = current_task::member::<u64>(l.task_nvcsw)?;
@@ -315,7 +328,7 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
 /// Thread `tid` (task `task`, being switched in at `t`) ends `wait`: the stall breakdown and the
 /// histogram.
 #[inline(always)]
-fn ended(task: u64, tid: u32, wait: &PendingWait, t: u64) -> Option<()> {
+pub(crate) fn ended(task: u64, tid: u32, wait: &PendingWait, t: u64) -> Option<()> {
     let ns = t.saturating_sub(wait.start_ns);
     crate::stall_events::waited(task, tid, wait.dev, wait.start_ns, ns, wait.cgroup_id);
     crate::cgroups::waited(wait.cgroup_id, ns);

@@ -1,14 +1,52 @@
 //! `check`'s lines on the probes that have an fentry alternative to their tracepoint (the sync
-//! calls): which hook they got, why not fentry where they did not, and whether the host pays
-//! the `syscalls:` tracepoints' tax on every system call.
+//! calls, the end of writeback waits): which hook they got, why not fentry where they did not,
+//! and whether the host pays the `syscalls:` tracepoints' tax on every system call.
 
-use crate::probes::{HookChoice, ProbeReport};
+use crate::probes::{Hook, HookChoice, ProbeReport};
+
+/// Whether the probe's own hook is a `syscalls:` tracepoint (a sync call's).
+fn on_syscalls_category(report: &ProbeReport) -> bool {
+    matches!(
+        report.spec.hook,
+        Hook::Tracepoint {
+            category: "syscalls",
+            ..
+        }
+    )
+}
 
 /// The lines, from the attach reports and the configured choice.
 pub fn describe(reports: &[ProbeReport], choice: HookChoice) -> Vec<String> {
+    let mut lines = sync_call_lines(reports, choice);
+    lines.extend(other_alternatives(reports));
+    lines.push(syscall_tax(reports));
+    lines
+}
+
+/// One line per other probe with an fentry alternative (the writeback waits' end): the hook it
+/// got and, on its tracepoint, why not fentry/fexit.
+fn other_alternatives(reports: &[ProbeReport]) -> Vec<String> {
+    reports
+        .iter()
+        .filter(|r| r.spec.fentry.is_some() && !on_syscalls_category(r))
+        .filter(|r| r.status.is_attached())
+        .map(|r| match r.fentry_not_used.as_deref() {
+            None => format!("{}: {} on {}", r.family, r.spec.program, r.hook),
+            Some(why) => format!(
+                "{}: {} on {} (fentry/fexit not used: {why})",
+                r.family, r.spec.program, r.hook
+            ),
+        })
+        .collect()
+}
+
+/// The sync calls' lines: their hook and why not fentry/fexit.
+fn sync_call_lines(reports: &[ProbeReport], choice: HookChoice) -> Vec<String> {
     let mut lines = Vec::new();
-    let with_fentry: Vec<&ProbeReport> =
-        reports.iter().filter(|r| r.spec.fentry.is_some()).collect();
+    let with_fentry: Vec<&ProbeReport> = reports
+        .iter()
+        .filter(|r| r.spec.fentry.is_some() && on_syscalls_category(r))
+        .collect();
     let attached = with_fentry
         .iter()
         .filter(|r| r.status.is_attached())
@@ -46,7 +84,6 @@ pub fn describe(reports: &[ProbeReport], choice: HookChoice) -> Vec<String> {
             "sync calls: fentry/fexit not used by {n} of them: {why}"
         ));
     }
-    lines.push(syscall_tax(reports));
     lines
 }
 
@@ -123,6 +160,53 @@ mod tests {
         assert!(
             lines[2].starts_with("syscall tax: applies: 2 syscalls: tracepoints attached"),
             "{lines:#?}"
+        );
+    }
+
+    const WAIT_END: ProbeSpec =
+        ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch").with_fentry_pair(
+            "folio_wait_bit_exit",
+            true,
+            &["folio_wait_bit"],
+            crate::probes::FentryCompanion {
+                program: "folio_wait_bit_killable_exit",
+                functions: &["folio_wait_bit_killable"],
+            },
+        );
+
+    fn wait_end(hook: &str, fentry_not_used: Option<&str>) -> ProbeReport {
+        ProbeReport {
+            family: "writeback waits",
+            spec: WAIT_END,
+            hook: hook.to_owned(),
+            status: AttachStatus::Attached,
+            fentry_not_used: fentry_not_used.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_writeback_wait_end_gets_its_own_line_and_is_no_sync_call() {
+        let on_fexit = [
+            report("fentry __x64_sys_fsync", None),
+            wait_end("fexit folio_wait_bit and folio_wait_bit_killable", None),
+        ];
+        let lines = describe(&on_fexit, HookChoice::Auto);
+        assert!(lines[0].contains("(1 of 1 probes attached"), "{lines:#?}");
+        assert_eq!(
+            lines[1],
+            "writeback waits: folio_wait_sched_switch on fexit folio_wait_bit and \
+             folio_wait_bit_killable"
+        );
+        let refused = [wait_end("tp_btf sched_switch", Some("EPERM"))];
+        let lines = describe(&refused, HookChoice::Auto);
+        assert_eq!(
+            lines[1],
+            "writeback waits: folio_wait_sched_switch on tp_btf sched_switch (fentry/fexit not \
+             used: EPERM)"
+        );
+        assert_eq!(
+            lines[2],
+            "syscall tax: none: no syscalls: tracepoint is attached"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Waits on pages under writeback: `tp_btf/folio_wait_writeback` (`wait_on_page_writeback`
-//! before 5.16) paired with `tp_btf/sched_switch`, and
-//! `wbscope_writeback_wait_duration_seconds{device}`.
+//! before 5.16) paired with the return of the `folio_wait_bit()` it calls (fexit) where the
+//! kernel accepts fexit and tracing programs have task storage, else with `tp_btf/sched_switch`;
+//! and `wbscope_writeback_wait_duration_seconds{device}`.
 
 use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
@@ -17,7 +18,7 @@ use crate::{
         task_access,
     },
     metrics::hist_collector::{KeyLabels, Log2HistCollector},
-    probes::ProbeSpec,
+    probes::{FentryCompanion, ProbeSpec},
 };
 
 const PROBES: &[ProbeSpec] = &[
@@ -28,7 +29,18 @@ const PROBES: &[ProbeSpec] = &[
         "folio_wait_writeback",
         "wait_on_page_writeback",
     ),
-    ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch"),
+    // The wait's end. fexit on the function the wait sleeps in, where the kernel allows it,
+    // spares every context switch of the host a program run (sched_switch runs about 40 times
+    // per fio write+fsync); `probes.sync_call_hook` chooses between them as for the sync calls.
+    ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch").with_fentry_pair(
+        "folio_wait_bit_exit",
+        true,
+        &["folio_wait_bit", "wait_on_page_bit"],
+        FentryCompanion {
+            program: "folio_wait_bit_killable_exit",
+            functions: &["folio_wait_bit_killable", "wait_on_page_bit_killable"],
+        },
+    ),
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
@@ -36,8 +48,9 @@ use probe_common::writeback_wait::maps::WRITEBACK_WAIT;
 
 const FAMILIES: &[(&str, &str)] = &[(
     "wbscope_writeback_wait_duration_seconds",
-    "Time tasks slept waiting on pages under writeback (folio_wait_writeback to the task's next \
-     switch-in), by the device of the file's filesystem.",
+    "Time tasks slept waiting on pages under writeback (folio_wait_writeback until the wait \
+     returns, or the task's next switch-in where fexit is unavailable), by the device of the \
+     file's filesystem.",
 )];
 
 /// The writeback-wait family.
@@ -47,6 +60,8 @@ pub struct WritebackWait {
     /// Where TASK_UNINTERRUPTIBLE's value came from (set with the layout).
     task_state_source: &'static str,
     prev_state: Part<PrevStateSource>,
+    /// Why the fexit end cannot be used on this kernel, if it cannot.
+    fexit_gap: Option<String>,
 }
 
 /// The wait tracepoints by name, newest first; the mapping is argument #1 of each.
@@ -89,8 +104,40 @@ fn folio_wait_layout(kernel: &KernelInfo) -> Result<(FolioWaitLayout, TaskState)
         task_nvcsw: member_offset(btf, "task_struct", "nvcsw", 8)?,
         task_in_iowait: iowait_bit / 8,
         in_iowait_mask: 1 << (iowait_bit % 8),
+        // Only the fexit end needs it (`fexit_gap` says so when it is missing).
+        pg_writeback: btf
+            .enum_value("pageflags", "PG_writeback")
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0),
+        _reserved: 0,
     };
     Ok((layout, task_state))
+}
+
+/// Why the fexit end is unusable here: it keeps the wait in task storage (tracing programs have
+/// it since 5.13) and matches the `PG_writeback` bit.
+fn fexit_gap(
+    kernel: &KernelInfo,
+    layout: &Result<(FolioWaitLayout, TaskState), LayoutError>,
+) -> Option<String> {
+    let btf = match kernel.btf() {
+        Ok(btf) => btf,
+        Err(e) => return Some(e.to_string()),
+    };
+    if task_access::current_task(btf).task_storage == 0 {
+        return Some(
+            "the fexit end keeps the wait in task storage, which tracing programs lack on this \
+             kernel (5.13+)"
+                .to_owned(),
+        );
+    }
+    match layout {
+        Ok((l, _)) if l.pg_writeback == 0 => {
+            Some("no PG_writeback in kernel BTF (enum pageflags)".to_owned())
+        }
+        _ => None,
+    }
 }
 
 impl Family for WritebackWait {
@@ -107,6 +154,7 @@ impl Family for WritebackWait {
         if let Ok((_, task_state)) = &resolved {
             self.task_state_source = task_state.source;
         }
+        self.fexit_gap = fexit_gap(kernel, &resolved);
         self.layout = Some(resolved.map(|(layout, _)| layout));
         self.prev_state = Some(kernel.btf().and_then(task_access::prev_state_source));
     }
@@ -114,6 +162,10 @@ impl Family for WritebackWait {
     fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
         // Neither probe measures anything without the other.
         gap_of(&self.layout).or_else(|| gap_of(&self.prev_state))
+    }
+
+    fn fentry_gap(&self, _probe: &ProbeSpec) -> Option<String> {
+        self.fexit_gap.clone()
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {

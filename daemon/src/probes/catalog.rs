@@ -32,6 +32,18 @@ pub struct Fentry {
     /// The functions the program fits, in order of preference: the first one kernel BTF has
     /// is used.
     pub functions: &'static [&'static str],
+    /// A second program of the same kind that the alternative needs too (on another function):
+    /// the alternative is used only if both attach.
+    pub companion: Option<FentryCompanion>,
+}
+
+/// The second program of a two-function fentry/fexit alternative (see [`Fentry::companion`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FentryCompanion {
+    /// Program name in the eBPF object.
+    pub program: &'static str,
+    /// As [`Fentry::functions`].
+    pub functions: &'static [&'static str],
 }
 
 impl Fentry {
@@ -115,6 +127,27 @@ impl ProbeSpec {
                 program,
                 exit,
                 functions,
+                companion: None,
+            }),
+            ..self
+        }
+    }
+
+    /// The same as [`ProbeSpec::with_fentry`] with a companion program of the same kind on the
+    /// first of `companion_functions` the kernel has: the alternative needs both.
+    pub const fn with_fentry_pair(
+        self,
+        program: &'static str,
+        exit: bool,
+        functions: &'static [&'static str],
+        companion: FentryCompanion,
+    ) -> ProbeSpec {
+        ProbeSpec {
+            fentry: Some(Fentry {
+                program,
+                exit,
+                functions,
+                companion: Some(companion),
             }),
             ..self
         }

@@ -142,9 +142,29 @@ struct Plan<'a> {
     hook: String,
     /// [`plan_one`]'s verdict on the primary hook.
     primary: Result<Option<&'static str>, AttachStatus>,
-    /// Its fentry program and the function to attach it to, or why not (`None`: no fentry
+    /// Its fentry program and the function(s) to attach it to, or why not (`None`: no fentry
     /// alternative, or the configuration wants tracepoints).
-    fentry: Option<Result<(Fentry, &'static str), FentryUnavailable>>,
+    fentry: Option<Result<PlannedFentry, FentryUnavailable>>,
+}
+
+/// An fentry alternative and the functions this kernel has for it.
+#[derive(Clone, Copy, Debug)]
+struct PlannedFentry {
+    fentry: Fentry,
+    function: &'static str,
+    /// The companion program's function, where the alternative has a companion.
+    companion_function: Option<&'static str>,
+}
+
+impl PlannedFentry {
+    /// The hook as `check` prints it: `fexit folio_wait_bit`, or with a companion `fexit
+    /// folio_wait_bit and folio_wait_bit_killable`.
+    fn hook(&self) -> String {
+        match self.companion_function {
+            None => format!("{} {}", self.fentry.kind(), self.function),
+            Some(other) => format!("{} {} and {other}", self.fentry.kind(), self.function),
+        }
+    }
 }
 
 /// Loads the object with every family's globals and attaches every enabled probe.
@@ -353,9 +373,9 @@ fn attach_planned(
     let not_used = match plan.fentry {
         None => (plan.spec.fentry.is_some() && choice == HookChoice::Tracepoint)
             .then(|| "probes.sync_call_hook = \"tracepoint\"".to_owned()),
-        Some(Ok((fentry, function))) => {
-            let hook = format!("{} {function}", fentry.kind());
-            match attach_fentry(ebpf, fentry, function, aya_btf) {
+        Some(Ok(planned)) => {
+            let hook = planned.hook();
+            match attach_fentry_planned(ebpf, &planned, aya_btf) {
                 Ok(()) => {
                     report.hook = hook;
                     report.status = AttachStatus::Attached;
@@ -399,34 +419,95 @@ pub enum FentryUnavailable {
     FamilyGap(String),
 }
 
-/// The function `fentry` attaches to on this kernel (the first of its functions BTF has), or
-/// why it cannot.
+/// The function `fentry` attaches to on this kernel (the first of its functions BTF has), and
+/// its companion's, or why it cannot.
 fn plan_fentry(
     spec: &ProbeSpec,
     fentry: Fentry,
     family: &dyn Family,
     kernel: &KernelInfo,
-) -> Result<(Fentry, &'static str), FentryUnavailable> {
+) -> Result<PlannedFentry, FentryUnavailable> {
     let btf = kernel
         .btf
         .as_ref()
         .map_err(|e| FentryUnavailable::NoBtf(e.to_string()))?;
-    let function = fentry
-        .functions
-        .iter()
-        .copied()
-        .find(|f| btf.has_type(f))
-        .ok_or_else(|| FentryUnavailable::NoFunction(fentry.functions.join(" or ")))?;
+    let first_present = |functions: &'static [&'static str]| {
+        functions
+            .iter()
+            .copied()
+            .find(|f| btf.has_type(f))
+            .ok_or_else(|| FentryUnavailable::NoFunction(functions.join(" or ")))
+    };
+    let function = first_present(fentry.functions)?;
+    let companion_function = match fentry.companion {
+        Some(companion) => Some(first_present(companion.functions)?),
+        None => None,
+    };
     if let Some(why) = family.fentry_gap(spec) {
         return Err(FentryUnavailable::FamilyGap(why));
     }
-    Ok((fentry, function))
+    Ok(PlannedFentry {
+        fentry,
+        function,
+        companion_function,
+    })
 }
 
-/// Loads `fentry`'s program and attaches it to kernel function `function`.
+/// Attaches a planned alternative: its companion first, then its program; if the program is
+/// refused, the companion is detached again, so the alternative is all or nothing.
+fn attach_fentry_planned(
+    ebpf: &mut Ebpf,
+    planned: &PlannedFentry,
+    aya_btf: &AyaBtfResult,
+) -> Result<(), AttachError> {
+    let exit = planned.fentry.exit;
+    let companion = match (planned.fentry.companion, planned.companion_function) {
+        (Some(companion), Some(function)) => {
+            attach_fentry(ebpf, companion.program, exit, function, aya_btf)?;
+            Some(companion.program)
+        }
+        _ => None,
+    };
+    let result = attach_fentry(
+        ebpf,
+        planned.fentry.program,
+        exit,
+        planned.function,
+        aya_btf,
+    );
+    if result.is_err()
+        && let Some(program) = companion
+    {
+        unload_program(ebpf, program, exit);
+    }
+    result
+}
+
+/// Unloads program `name` again (its links go with it); a failure leaves it attached, which is
+/// logged, since the caller falls back to another hook regardless.
+fn unload_program(ebpf: &mut Ebpf, name: &str, exit: bool) {
+    let Some(program) = ebpf.program_mut(name) else {
+        return;
+    };
+    let unloaded = if exit {
+        <&mut FExit>::try_from(program).and_then(|p| p.unload())
+    } else {
+        <&mut FEntry>::try_from(program).and_then(|p| p.unload())
+    };
+    if let Err(e) = unloaded {
+        tracing::warn!(
+            "unloading {name} after its partner was refused: {}",
+            error_chain(&e)
+        );
+    }
+}
+
+/// Loads program `name` (fexit if `exit`, else fentry) and attaches it to kernel function
+/// `function`.
 fn attach_fentry(
     ebpf: &mut Ebpf,
-    fentry: Fentry,
+    name: &str,
+    exit: bool,
     function: &str,
     aya_btf: &AyaBtfResult,
 ) -> Result<(), AttachError> {
@@ -436,9 +517,9 @@ fn attach_fentry(
         Err(why) => return Err(AttachError::NoAyaBtf(why.to_string())),
     };
     let program = ebpf
-        .program_mut(fentry.program)
-        .ok_or_else(|| AttachError::MissingProgram(fentry.program.to_owned()))?;
-    if fentry.exit {
+        .program_mut(name)
+        .ok_or_else(|| AttachError::MissingProgram(name.to_owned()))?;
+    if exit {
         let p: &mut FExit = program.try_into().map_err(|e| refused(&e))?;
         p.load(function, btf).map_err(|e| refused(&e))?;
         p.attach().map_err(|e| refused(&e))?;

@@ -9,7 +9,7 @@ pub mod map_sizes;
 mod object_names;
 pub mod task_storage;
 
-pub use catalog::{Fentry, Hook, HookChoice, ProbeSpec};
+pub use catalog::{Fentry, FentryCompanion, Hook, HookChoice, ProbeSpec};
 pub use loader::{AttachStatus, LoadError, LoadedProbes, ProbeReport, Selection};
 
 /// The eBPF object built by build.rs from `probe-ebpf`, embedded in the binary.

@@ -68,6 +68,7 @@ fn family_programs() -> BTreeSet<String> {
             f.probes().iter().flat_map(|p| {
                 std::iter::once(p.program)
                     .chain(p.fentry.map(|f| f.program))
+                    .chain(p.fentry.and_then(|f| f.companion).map(|c| c.program))
                     .map(str::to_owned)
             })
         })

@@ -15,21 +15,26 @@ pub struct TestDaemon {
     addr: SocketAddr,
 }
 
+/// The configuration [`TestDaemon::start`] uses, for tests that change one key of it.
+pub fn test_config() -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().expect("loopback address"),
+        ignore_own_io: false,
+        // Every log2 bucket: the latency tests compare the kernel's slots one by one with an
+        // independent tracer. The default's coarser buckets are counted in series_budget.
+        metrics: wbscope::config::MetricsConfig {
+            detail: wbscope::config::Detail::Full,
+            ..Default::default()
+        },
+        ..Config::default()
+    }
+}
+
 impl TestDaemon {
     /// Starts a daemon that also counts this process's own I/O (tests provoke the events
     /// themselves). Panics when not root: these tests are only run on purpose.
     pub fn start() -> TestDaemon {
-        TestDaemon::start_with(Config {
-            listen: "127.0.0.1:0".parse().expect("loopback address"),
-            ignore_own_io: false,
-            // Every log2 bucket: the latency tests compare the kernel's slots one by one with an
-            // independent tracer. The default's coarser buckets are counted in series_budget.
-            metrics: wbscope::config::MetricsConfig {
-                detail: wbscope::config::Detail::Full,
-                ..Default::default()
-            },
-            ..Config::default()
-        })
+        TestDaemon::start_with(test_config())
     }
 
     pub fn start_with(config: Config) -> TestDaemon {

@@ -128,7 +128,7 @@ fn sync_call_reports(daemon: &TestDaemon) -> Vec<ProbeReport> {
     let reports: Vec<ProbeReport> = daemon
         .reports()
         .iter()
-        .filter(|r| r.spec.fentry.is_some())
+        .filter(|r| r.spec.fentry.is_some() && r.family == "sync calls")
         .cloned()
         .collect();
     assert_eq!(reports.len(), 12, "sync-call probes with an fentry program");

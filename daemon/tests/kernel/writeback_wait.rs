@@ -8,6 +8,7 @@ use std::{
 };
 
 use testkit::{FsKind, LoopFs, workload};
+use wbscope::probes::HookChoice;
 
 use crate::{
     bpftrace::Bpftrace,
@@ -27,6 +28,34 @@ fn wait_event() -> &'static str {
     } else {
         "wait_on_page_writeback"
     }
+}
+
+/// Where the kernel accepts fentry (the sync calls got it) and tracing programs have task
+/// storage, the waits end on fexit and no sched_switch program runs; elsewhere on sched_switch,
+/// with the reason reported. Returns whether the end is on fexit.
+fn assert_wait_end_hook(daemon: &TestDaemon) -> bool {
+    let reports = daemon.reports();
+    let end = reports
+        .iter()
+        .find(|r| r.spec.program == "folio_wait_sched_switch")
+        .expect("the wait-end probe's report");
+    let fentry_accepted = reports
+        .iter()
+        .any(|r| r.family == "sync calls" && r.on_fentry());
+    let why = end.fentry_not_used.as_deref();
+    eprintln!("wait end: {} (fentry/fexit not used: {why:?})", end.hook);
+    assert!(end.status.is_attached(), "wait end: {:?}", end.status);
+    let no_task_storage = why.is_some_and(|w| w.contains("task storage"));
+    if fentry_accepted && !no_task_storage {
+        assert!(
+            end.on_fentry() && end.hook.starts_with("fexit folio_wait_bit"),
+            "this kernel accepts fentry, but the waits end on {} ({why:?})",
+            end.hook
+        );
+    } else {
+        assert!(why.is_some(), "on {} without a reason", end.hook);
+    }
+    end.on_fentry()
 }
 
 /// One fdatasync behind started writeback, as wbscope and a bpftrace observer saw it.
@@ -63,6 +92,7 @@ fn attempt(daemon: &TestDaemon, file: &mut File, bdi: &str, device: &str) -> Obs
     let started = Instant::now();
     file.sync_data().expect("fdatasync");
     let fdatasync = started.elapsed().as_secs_f64();
+    eprintln!("fdatasync behind started writeback took {fdatasync:.3} s");
 
     let after = daemon.wait_for("the waits to be counted", Duration::from_secs(5), |s| {
         s.sum(count, &labels) > before.sum(count, &labels)
@@ -79,11 +109,14 @@ fn attempt(daemon: &TestDaemon, file: &mut File, bdi: &str, device: &str) -> Obs
 
 /// fdatasync right after sync_file_range(WRITE) started writeback of 8 MiB on a 4 MiB/s ext4
 /// device: fdatasync spends its time waiting for those pages, so the device's wait histogram
-/// rises, and its `_sum` is at most the fdatasync's duration and more than half of it.
+/// rises, and its `_sum` is at most the fdatasync's duration and more than half of it. On the
+/// default hooks (the end on fexit where the kernel allows it), and where that was fexit, once
+/// more with the end on sched_switch (`probes.sync_call_hook = "tracepoint"`): both ends measure
+/// the same waits.
 ///
 /// The sum is per device, so a wait by any other thread on the same pages would add to it. Two
 /// such waiters are designed out or detected:
-/// - jbd2: the file is written and fsynced before the throttle, then overwritten in place. Its
+/// - jbd2: the file is written and fsynced first, then overwritten in place. Its
 ///   blocks are already allocated, so the overwrite adds no ordered data to the journal;
 ///   otherwise a periodic commit (every 5 s) could wait on the same pages during the fdatasync.
 /// - other processes: sync(2) anywhere on the machine waits on every filesystem's writeback,
@@ -93,19 +126,33 @@ fn attempt(daemon: &TestDaemon, file: &mut File, bdi: &str, device: &str) -> Obs
 #[ignore = "needs root and BPF: run with cargo xtask test"]
 fn fdatasync_behind_started_writeback_waits_on_the_device() {
     let fs = LoopFs::new(FsKind::Ext4, 256).expect("loop filesystem");
-    let device = fs.loop_name().to_owned();
     let path = fs.mountpoint().join("fw");
-    workload::write_and_fsync(&path, FILE_SIZE).expect("allocate the file");
+    // Throttled first: under cgroup v2 the rule is in the cgroup this process moves to, and a
+    // file's writeback is throttled only if its pages were first dirtied in that cgroup (the
+    // inode's writeback follows the cgroup its pages are charged to).
     fs.throttle_write_bps(4 * MIB).expect("throttle");
-    let daemon = TestDaemon::start();
-    let mut file = workload::open_for_write(&path).expect("open");
+    workload::write_and_fsync(&path, FILE_SIZE).expect("allocate the file");
+    let on_fexit = measure(&fs, &path, HookChoice::Auto);
+    if on_fexit {
+        measure(&fs, &path, HookChoice::Tracepoint);
+    }
+}
+
+/// Starts a daemon with the wait end on `hook`, measures one clean attempt and checks it;
+/// returns whether the end was on fexit.
+fn measure(fs: &LoopFs, path: &std::path::Path, hook: HookChoice) -> bool {
+    let device = fs.loop_name().to_owned();
+    let daemon = start(hook);
+    let on_fexit = assert_wait_end_hook(&daemon);
+    let mut file = workload::open_for_write(path).expect("open");
+    let end = if on_fexit { "fexit" } else { "sched_switch" };
 
     let mut clean = None;
     for n in 1..=ATTEMPTS {
         let o = attempt(&daemon, &mut file, &fs.dev_string(), &device);
         eprintln!(
-            "{device} attempt {n}: {} waits, sum {:.3} s; fdatasync took {:.3} s; ratio {:.4}; \
-             {} waits by other threads",
+            "{device} ({end}) attempt {n}: {} waits, sum {:.3} s; fdatasync took {:.3} s; \
+             ratio {:.4}; {} waits by other threads",
             o.waits,
             o.waited,
             o.fdatasync,
@@ -120,16 +167,23 @@ fn fdatasync_behind_started_writeback_waits_on_the_device() {
     let o = clean.expect("an attempt without other threads waiting on the device");
     assert!(
         o.waited <= o.fdatasync,
-        "waits {} s exceed the fdatasync's {} s:\n{}",
+        "{end}: waits {} s exceed the fdatasync's {} s:\n{}",
         o.waited,
         o.fdatasync,
         wbscope_lines(&o.scrape)
     );
     assert!(
         o.waited > 0.5 * o.fdatasync,
-        "waits {} s are not most of the fdatasync's {} s:\n{}",
+        "{end}: waits {} s are not most of the fdatasync's {} s:\n{}",
         o.waited,
         o.fdatasync,
         wbscope_lines(&o.scrape)
     );
+    on_fexit
+}
+
+fn start(hook: HookChoice) -> TestDaemon {
+    let mut config = crate::harness::test_config();
+    config.sync_call_hook = hook;
+    TestDaemon::start_with(config)
 }

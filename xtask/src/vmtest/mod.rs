@@ -58,6 +58,7 @@ impl KernelChoice {
 
 /// The kernel tests run in each guest: fsync counts, sync work by mode and reason, block
 /// requests by op and sync flag, dirty throttling, every sync call (io_uring included) once,
+/// writeback waits (on fexit where the kernel allows it),
 /// and NFS WRITE stability and COMMITs on a loopback NFSv4.2 mount.
 pub const DEFAULT_TESTS: &[&str] = &[
     "sync_calls::fsync_on_throttled_ext4_is_counted_exactly",
@@ -66,6 +67,7 @@ pub const DEFAULT_TESTS: &[&str] = &[
     "dirty_throttle::throttled_writer_pauses_match_an_independent_trace",
     "sync_all_calls::every_sync_call_is_counted_on_ext4",
     "sync_call_hooks::fentry_and_tracepoint_hooks_count_the_same_sync_calls",
+    "writeback_wait::fdatasync_behind_started_writeback_waits_on_the_device",
     "nfs::sequential_writes_and_fsync_are_unstable_writes_and_a_commit",
     "nfs::random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose",
     "cgroups::each_cgroup_counts_exactly_its_own_fsyncs",
