@@ -98,7 +98,6 @@ pub fn bio_queued(bio: u64, dev: u32, op: u32) {
 
 #[inline(always)]
 fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
-    let tid = bpf_get_current_pid_tgid() as u32;
     let mut key = DevWriteKey {
         dev,
         source: WriteSource::Other as u8,
@@ -106,10 +105,18 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
         reason: NO_WORK,
         _reserved: 0,
     };
+    // One helper call for the task; every member after it is a load.
+    let task = current_task::Current::get();
     // An unreadable task counts as a kernel thread.
-    let flags = current_task::member::<u32>(l.task_flags).unwrap_or(PF_KTHREAD);
+    let flags = task
+        .and_then(|t| t.member::<u32>(l.task_flags))
+        .unwrap_or(PF_KTHREAD);
+    let typed = task.map_or(0, |t| t.typed_ptr());
     key.source = if flags & PF_KTHREAD == 0 {
-        if let Some(call) = inflight::current(tid) {
+        if let Some(call) = may_have_storage(task, l)
+            .then(|| inflight::of(typed, hash_tid()))
+            .flatten()
+        {
             // SAFETY: a map or task storage value pointer, valid for this program run.
             let raw = unsafe { (*call).start.syscall };
             WriteSource::for_raw_syscall(raw)
@@ -121,8 +128,8 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
     } else if flags & PF_WQ_WORKER != 0 {
         // The flusher runs its work items in a workqueue (`bdi_wq`), so only a workqueue
         // worker that has per-thread storage at all may be executing one.
-        if let Some(item) = may_have_storage(l)
-            .then(|| writeback::open_item_of(tid))
+        if let Some(item) = may_have_storage(task, l)
+            .then(|| writeback::open_item_of_task(typed, hash_tid()))
             .flatten()
         {
             // SAFETY: a map or task storage value pointer, valid for this program run.
@@ -140,7 +147,7 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
         WriteSource::IoUring
     } else {
         // The first 8 bytes of the thread's name, little-endian: one load.
-        let head = current_task::member::<u64>(l.task_comm).unwrap_or(0);
+        let head = task.and_then(|t| t.member::<u64>(l.task_comm)).unwrap_or(0);
         if head & 0xff_ffff_ffff == JBD2_PREFIX {
             WriteSource::Journal
         } else {
@@ -150,14 +157,25 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
     key
 }
 
+/// The thread id, only where per-thread state is keyed by it (5.10); task storage needs none,
+/// and a helper call per bio is saved.
+#[inline(always)]
+fn hash_tid() -> u32 {
+    if task_storage::available() {
+        0
+    } else {
+        bpf_get_current_pid_tgid() as u32
+    }
+}
+
 /// False when the current task has no BPF task storage at all (`task_struct.bpf_storage` is
 /// null): one load instead of a task storage get that would find nothing. Always true where
 /// per-thread state lives in hashes (5.10) or the member is not known.
 #[inline(always)]
-fn may_have_storage(l: &DevWriteLayout) -> bool {
+fn may_have_storage(task: Option<current_task::Current>, l: &DevWriteLayout) -> bool {
     !task_storage::available()
         || l.task_bpf_storage == 0
-        || current_task::member::<u64>(l.task_bpf_storage) != Some(0)
+        || task.and_then(|t| t.member::<u64>(l.task_bpf_storage)) != Some(0)
 }
 
 /// Whether blk-throttle held `bio` back and its worker dispatched it (`BIO_BPS_THROTTLED`).

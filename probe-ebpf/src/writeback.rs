@@ -62,8 +62,14 @@ task_storage! {
 /// attribution of the flusher's bios.
 #[inline(always)]
 pub(crate) fn open_item_of(tid: u32) -> Option<*mut FlusherItem> {
+    open_item_of_task(0, tid)
+}
+
+/// [`open_item_of`] for the BTF-typed task `task` (0: the current task), thread id `tid`.
+#[inline(always)]
+pub(crate) fn open_item_of_task(task: u64, tid: u32) -> Option<*mut FlusherItem> {
     if task_storage::available() {
-        let v: *mut FlusherItem = task_storage::get(&FLUSHER_ITEM_TASK, 0, false)?;
+        let v: *mut FlusherItem = task_storage::get(&FLUSHER_ITEM_TASK, task, false)?;
         // SAFETY: a task storage value pointer, valid for this program run.
         return (unsafe { (*v).open } != 0).then_some(v);
     }

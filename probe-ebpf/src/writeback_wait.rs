@@ -228,7 +228,7 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         // A not-yet-slept wait of this thread (e.g. it was preempted) is replaced by this one.
         let v: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, 0, true)?;
         // SAFETY: a task storage value pointer, valid for this program run.
-        unsafe { *v = wait };
+        unsafe { store(v, &wait) };
         return Some(());
     }
     if FOLIO_WAITS.insert(&tid, &wait, BPF_NOEXIST).is_ok() {
@@ -237,7 +237,7 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         // A not-yet-slept entry of this thread (e.g. it was preempted): this wait replaces it.
         // SAFETY: map value pointer, valid for this program run; only this thread's own
         // tracepoint and sched_switch touch its entry.
-        unsafe { *existing = wait };
+        unsafe { store(existing, &wait) };
     } else {
         // Neither inserted nor present: the map is full and this wait goes unmeasured.
         crate::hist::count_overflow(map_overflow::FOLIO_WAITS);
@@ -289,7 +289,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
         wait.on_cpu_since_ns = t;
         return None;
     }
-    let wait = *wait;
+    let wait = copy_of(wait);
     forget(next_tid);
     ended(next, next_tid, &wait, t)
 }
@@ -315,7 +315,7 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
     if wait.start_ns == 0 {
         return None;
     }
-    let ended_wait = *wait;
+    let ended_wait = copy_of(wait);
     wait.start_ns = 0;
     // Any other count: the wait did not sleep, and this I/O sleep is something else's.
     if load::<u64>(next, l.task_nvcsw) != ended_wait.nvcsw.wrapping_add(1) {
@@ -323,6 +323,44 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let next_tid = load::<u32>(next, l.task_pid);
     ended(next, next_tid, &ended_wait, now())
+}
+
+/// Writes `wait` to the value at `dst` member by member. A whole-struct copy of this size is
+/// lowered to a call of a byte-loop `memcpy` on BPF: four instructions a byte, and refused by
+/// 5.10's verifier ("invalid size of register fill").
+///
+/// # Safety
+/// `dst` must be a map or task storage value pointer valid for this program run.
+#[inline(always)]
+unsafe fn store(dst: *mut PendingWait, wait: &PendingWait) {
+    // SAFETY: the caller's pointer is valid and aligned; each write is one member.
+    unsafe {
+        core::ptr::write_volatile(&raw mut (*dst).start_ns, wait.start_ns);
+        core::ptr::write_volatile(&raw mut (*dst).on_cpu_since_ns, wait.on_cpu_since_ns);
+        core::ptr::write_volatile(&raw mut (*dst).dev, wait.dev);
+        core::ptr::write_volatile(&raw mut (*dst).sleeping, wait.sleeping);
+        core::ptr::write_volatile(&raw mut (*dst).cgroup_id, wait.cgroup_id);
+        core::ptr::write_volatile(&raw mut (*dst).nvcsw, wait.nvcsw);
+        core::ptr::write_volatile(&raw mut (*dst).folio, wait.folio);
+    }
+}
+
+/// The value at `src` read member by member, for the reason [`store`] gives.
+#[inline(always)]
+pub(crate) fn copy_of(src: &PendingWait) -> PendingWait {
+    let src: *const PendingWait = src;
+    // SAFETY: `src` comes from a reference, so every member is readable.
+    unsafe {
+        PendingWait {
+            start_ns: core::ptr::read_volatile(&raw const (*src).start_ns),
+            on_cpu_since_ns: core::ptr::read_volatile(&raw const (*src).on_cpu_since_ns),
+            dev: core::ptr::read_volatile(&raw const (*src).dev),
+            sleeping: core::ptr::read_volatile(&raw const (*src).sleeping),
+            cgroup_id: core::ptr::read_volatile(&raw const (*src).cgroup_id),
+            nvcsw: core::ptr::read_volatile(&raw const (*src).nvcsw),
+            folio: core::ptr::read_volatile(&raw const (*src).folio),
+        }
+    }
 }
 
 /// Thread `tid` (task `task`, being switched in at `t`) ends `wait`: the stall breakdown and the

@@ -44,6 +44,47 @@ pub fn member<T>(offset: u32) -> Option<T> {
     }
 }
 
+/// The current task, fetched once per program run: members are then loads (typed kernels) or
+/// helper reads (5.10) without asking for the task again, one helper call per member saved.
+#[derive(Clone, Copy)]
+pub struct Current {
+    task: u64,
+    typed: bool,
+}
+
+impl Current {
+    /// The current task; `None` if the helper returned no task.
+    #[inline(always)]
+    pub fn get() -> Option<Current> {
+        let typed = typed();
+        let task = if typed {
+            // SAFETY: as in `member`.
+            unsafe { generated::bpf_get_current_task_btf() as u64 }
+        } else {
+            // SAFETY: as in `member`.
+            unsafe { generated::bpf_get_current_task() }
+        };
+        (task != 0).then_some(Current { task, typed })
+    }
+
+    /// The member at `offset`, as [`member`] reads it.
+    #[inline(always)]
+    pub fn member<T>(&self, offset: u32) -> Option<T> {
+        if self.typed {
+            Some(load(self.task, offset))
+        } else {
+            read(self.task + offset as u64)
+        }
+    }
+
+    /// The BTF-typed task pointer for helpers that take one (task storage), 0 where the kernel
+    /// has no typed current task (those helpers then take the current task themselves).
+    #[inline(always)]
+    pub fn typed_ptr(&self) -> u64 {
+        if self.typed { self.task } else { 0 }
+    }
+}
+
 /// Whether the current task is a kernel thread (it has no `mm`), `task_mm` being the offset of
 /// `task_struct.mm` that the daemon resolves once (`KernelInfo::task_mm`) and every family that
 /// asks copies into its layout; `None` if the task cannot be read.

@@ -19,7 +19,7 @@ use aya_ebpf::{
 };
 use probe_common::writeback_wait::PendingWait;
 
-use super::{FOLIO_WAIT_LAYOUT, FOLIO_WAIT_TASK, ended};
+use super::{FOLIO_WAIT_LAYOUT, FOLIO_WAIT_TASK, copy_of, ended};
 use crate::kernel::{btf_load::load, task_storage};
 
 #[fexit]
@@ -63,7 +63,7 @@ fn returned(ctx: &FExitContext) -> Option<()> {
     if wait.start_ns == 0 || wait.folio != folio {
         return None;
     }
-    let ended_wait = *wait;
+    let ended_wait = copy_of(wait);
     wait.start_ns = 0;
     if load::<u64>(task, l.task_nvcsw) == ended_wait.nvcsw {
         return None; // it did not sleep
