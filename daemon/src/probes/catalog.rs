@@ -133,6 +133,18 @@ impl ProbeSpec {
         }
     }
 
+    /// This probe's fentry alternative, if it has one, with `companion` added.
+    const fn with_companion(self, companion: FentryCompanion) -> ProbeSpec {
+        let fentry = match self.fentry {
+            Some(f) => Some(Fentry {
+                companion: Some(companion),
+                ..f
+            }),
+            None => None,
+        };
+        ProbeSpec { fentry, ..self }
+    }
+
     /// The same as [`ProbeSpec::with_fentry`] with a companion program of the same kind on the
     /// first of `companion_functions` the kernel has: the alternative needs both.
     pub const fn with_fentry_pair(
@@ -142,15 +154,8 @@ impl ProbeSpec {
         functions: &'static [&'static str],
         companion: FentryCompanion,
     ) -> ProbeSpec {
-        ProbeSpec {
-            fentry: Some(Fentry {
-                program,
-                exit,
-                functions,
-                companion: Some(companion),
-            }),
-            ..self
-        }
+        self.with_fentry(program, exit, functions)
+            .with_companion(companion)
     }
 
     /// A probe on a BTF-typed tracepoint.
