@@ -224,9 +224,11 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         folio,
     };
     if task_storage::available() {
-        wait.nvcsw = current_task::member::<u64>(l.task_nvcsw)?;
+        // Task storage implies a typed current task: fetched once for both uses.
+        let task = current_task::Current::get()?;
+        wait.nvcsw = task.member::<u64>(l.task_nvcsw)?;
         // A not-yet-slept wait of this thread (e.g. it was preempted) is replaced by this one.
-        let v: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, 0, true)?;
+        let v: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, task.typed_ptr(), true)?;
         // SAFETY: a task storage value pointer, valid for this program run.
         unsafe { store(v, &wait) };
         return Some(());
@@ -305,7 +307,7 @@ fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
         return None;
     }
     // A task without any BPF storage has no wait: one load instead of a helper call.
-    if l.task_bpf_storage != 0 && load::<u64>(next, l.task_bpf_storage) == 0 {
+    if task_storage::none_on(next, l.task_bpf_storage) {
         return None;
     }
     let wait = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, next, false)?;

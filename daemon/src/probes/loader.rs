@@ -152,17 +152,17 @@ struct Plan<'a> {
 struct PlannedFentry {
     fentry: Fentry,
     function: &'static str,
-    /// The companion program's function, where the alternative has a companion.
-    companion_function: Option<&'static str>,
+    /// The companion program and its function, where the alternative has a companion.
+    companion: Option<(&'static str, &'static str)>,
 }
 
 impl PlannedFentry {
     /// The hook as `check` prints it: `fexit folio_wait_bit`, or with a companion `fexit
     /// folio_wait_bit and folio_wait_bit_killable`.
     fn hook(&self) -> String {
-        match self.companion_function {
+        match self.companion {
             None => format!("{} {}", self.fentry.kind(), self.function),
-            Some(other) => format!("{} {} and {other}", self.fentry.kind(), self.function),
+            Some((_, other)) => format!("{} {} and {other}", self.fentry.kind(), self.function),
         }
     }
 }
@@ -439,8 +439,8 @@ fn plan_fentry(
             .ok_or_else(|| FentryUnavailable::NoFunction(functions.join(" or ")))
     };
     let function = first_present(fentry.functions)?;
-    let companion_function = match fentry.companion {
-        Some(companion) => Some(first_present(companion.functions)?),
+    let companion = match fentry.companion {
+        Some(c) => Some((c.program, first_present(c.functions)?)),
         None => None,
     };
     if let Some(why) = family.fentry_gap(spec) {
@@ -449,7 +449,7 @@ fn plan_fentry(
     Ok(PlannedFentry {
         fentry,
         function,
-        companion_function,
+        companion,
     })
 }
 
@@ -461,13 +461,9 @@ fn attach_fentry_planned(
     aya_btf: &AyaBtfResult,
 ) -> Result<(), AttachError> {
     let exit = planned.fentry.exit;
-    let companion = match (planned.fentry.companion, planned.companion_function) {
-        (Some(companion), Some(function)) => {
-            attach_fentry(ebpf, companion.program, exit, function, aya_btf)?;
-            Some(companion.program)
-        }
-        _ => None,
-    };
+    if let Some((program, function)) = planned.companion {
+        attach_fentry(ebpf, program, exit, function, aya_btf)?;
+    }
     let result = attach_fentry(
         ebpf,
         planned.fentry.program,
@@ -476,7 +472,7 @@ fn attach_fentry_planned(
         aya_btf,
     );
     if result.is_err()
-        && let Some(program) = companion
+        && let Some((program, _)) = planned.companion
     {
         unload_program(ebpf, program, exit);
     }

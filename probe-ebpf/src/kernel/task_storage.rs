@@ -54,6 +54,14 @@ pub fn available() -> bool {
     super::current_task::task_storage()
 }
 
+/// True when the BTF-typed `task` has no BPF storage at all: its `task_struct.bpf_storage`
+/// (at `bpf_storage_offset`; 0: unknown, never true) is null. One load instead of a get that
+/// would find nothing.
+#[inline(always)]
+pub fn none_on(task: u64, bpf_storage_offset: u32) -> bool {
+    bpf_storage_offset != 0 && super::btf_load::load::<u64>(task, bpf_storage_offset) == 0
+}
+
 /// The value of `map` for the BTF-typed task `task` (the current task if 0), created zeroed with
 /// `create`; `None` when the task has none (or it could not be created). Only call this where
 /// [`available`] is true.

@@ -13,14 +13,14 @@
 //! run-queue delay after the wake-up, as the sched_switch end's does.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::fexit,
     programs::FExitContext,
 };
 use probe_common::writeback_wait::PendingWait;
 
 use super::{FOLIO_WAIT_LAYOUT, FOLIO_WAIT_TASK, copy_of, ended};
-use crate::kernel::{btf_load::load, task_storage};
+use crate::kernel::{btf_load::load, current_task, task_storage};
 
 #[fexit]
 pub fn folio_wait_bit_exit(ctx: FExitContext) -> u32 {
@@ -46,17 +46,14 @@ fn returned(ctx: &FExitContext) -> Option<()> {
     if bit as u32 != l.pg_writeback {
         return None;
     }
-    // SAFETY: bpf_get_current_task_btf has no preconditions (5.11+, implied by task storage,
-    // which the daemon requires before it attaches this program).
-    let task = unsafe { generated::bpf_get_current_task_btf() } as u64;
-    if task == 0 {
+    // Typed: the daemon attaches this program only where tracing programs have task storage
+    // (5.13+), which implies `bpf_get_current_task_btf` (5.11+).
+    let task = current_task::Current::get()?.typed_ptr();
+    // A thread without any BPF storage has no wait.
+    if task == 0 || task_storage::none_on(task, l.task_bpf_storage) {
         return None;
     }
-    // A thread without any BPF storage has no wait: one load instead of a helper call.
-    if l.task_bpf_storage != 0 && load::<u64>(task, l.task_bpf_storage) == 0 {
-        return None;
-    }
-    let wait: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, 0, false)?;
+    let wait: *mut PendingWait = task_storage::get(&FOLIO_WAIT_TASK, task, false)?;
     // SAFETY: a task storage value pointer, valid for this program run; only the thread's own
     // programs touch it.
     let wait = unsafe { &mut *wait };
