@@ -52,6 +52,7 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         stalls: crate::families::stall_events::StallShared::default(),
         scrape_errors: crate::metrics::ScrapeErrors::default(),
         device_writes: Default::default(),
+        bio_counts: Default::default(),
     };
     let mut collectors: Vec<Box<dyn Collector>> = families
         .iter()

@@ -138,6 +138,7 @@ impl Daemon {
             stalls: crate::families::stall_events::StallShared::default(),
             scrape_errors: crate::metrics::ScrapeErrors::default(),
             device_writes: Default::default(),
+            bio_counts: Default::default(),
         };
         for family in &families {
             // A disabled family exports nothing, also when it has no probes (/proc readers).

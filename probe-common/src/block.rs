@@ -159,25 +159,49 @@ impl RqCounts {
     }
 }
 
-/// Per-CPU bio counters for one [`BlockKey`] (sync always 0), updated at `block_bio_queue`.
+/// Aggregation key of bios: the partition device (kernel `dev_t`), the raw `req_op` value (ops
+/// are 8 bits), and the device-writes family's attribution of a write bio
+/// (`crate::device_writes`): its raw `WriteSource` and, for flusher work, the item's sync mode
+/// and reason (`NO_WORK` otherwise). One key, so that `block_bio_queue` updates one counter per
+/// bio for both families: [`NOT_ATTRIBUTED`] where the bio is not one the device counts as
+/// written, or where that family is off.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BioKey {
+    pub dev: u32,
+    pub op: u8,
+    pub source: u8,
+    pub sync_mode: u8,
+    pub reason: u8,
+}
+const _: () = assert!(core::mem::size_of::<BioKey>() == 8);
+
+/// [`BioKey::source`] of a bio the device-writes family does not count (no `WriteSource` is 0).
+pub const NOT_ATTRIBUTED: u8 = 0;
+
+/// Per-CPU bio counters for one [`BioKey`], updated at `block_bio_queue`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BioCounts {
     pub bios: u64,
+    /// `bio->bi_iter.bi_size` summed, for attributed bios only (0 for the rest).
+    pub bytes: u64,
     /// Bios carrying each [`FLAGS`] flag in `bi_opf`.
     pub flags: [u64; FLAG_COUNT],
 }
-const _: () = assert!(core::mem::size_of::<BioCounts>() == (1 + FLAG_COUNT) * 8);
+const _: () = assert!(core::mem::size_of::<BioCounts>() == (2 + FLAG_COUNT) * 8);
 
 impl BioCounts {
     pub const ZERO: BioCounts = BioCounts {
         bios: 0,
+        bytes: 0,
         flags: [0; FLAG_COUNT],
     };
 
     /// Adds another CPU's counts into this one.
     pub fn merge(&mut self, other: &BioCounts) {
         self.bios = self.bios.wrapping_add(other.bios);
+        self.bytes = self.bytes.wrapping_add(other.bytes);
         for (mine, theirs) in self.flags.iter_mut().zip(other.flags.iter()) {
             *mine = mine.wrapping_add(*theirs);
         }
@@ -219,6 +243,7 @@ impl RqStats {
 user_pod!(
     BlockLayout,
     BlockKey,
+    BioKey,
     RqCounts,
     BioCounts,
     RqStats,
@@ -226,7 +251,7 @@ user_pod!(
     crate::slots::Slot<RqStats>
 );
 const _: () =
-    assert!(core::mem::size_of::<crate::slots::Slot<BioCounts>>() == 16 + (1 + FLAG_COUNT) * 8);
+    assert!(core::mem::size_of::<crate::slots::Slot<BioCounts>>() == 16 + (2 + FLAG_COUNT) * 8);
 
 #[cfg(test)]
 mod tests {
@@ -273,6 +298,7 @@ mod tests {
 /// `object_names` lists them for the test that checks them against the object.
 pub mod maps {
     pub const BLOCK_RQ_STATS: &str = "BLOCK_RQ_STATS";
+    /// Bio counters of the block family and the device-writes family (see [`super::BioKey`]).
     pub const BLOCK_BIO_COUNTS: &str = "BLOCK_BIO_COUNTS";
     /// The slot array in front of it (`crate::slots`).
     pub const BLOCK_BIO_SLOTS: &str = "BLOCK_BIO_SLOTS";

@@ -157,6 +157,22 @@ pub struct DevWriteLayout {
 }
 const _: () = assert!(core::mem::size_of::<DevWriteLayout>() == 40);
 
+impl DevWriteLayout {
+    /// Unresolved: the probe counts nothing.
+    pub const ZERO: DevWriteLayout = DevWriteLayout {
+        bio_bi_size: 0,
+        task_flags: 0,
+        op_discard: 0,
+        op_secure_erase: 0,
+        task_comm: 0,
+        bio_bi_flags: 0,
+        bps_throttled_bit: 0,
+        resolved: 0,
+        task_bpf_storage: 0,
+        _reserved: 0,
+    };
+}
+
 /// `task_struct.flags` bits (include/linux/sched.h; preprocessor constants, so not in BTF, and
 /// unchanged since each was introduced: 2.6.27, 2.6.36 and 5.5).
 /// A kernel thread.
@@ -172,17 +188,12 @@ pub const NO_OP: u32 = u32::MAX;
 /// Whether a bio of op `op` adds to the device's written sectors in `/sys/block/*/stat`:
 /// `op_is_write()` (the low bit, include/linux/blk_types.h) and not a discard
 /// (`op_stat_group()`, block/blk-mq.c): writes, write-zeroes, zone appends.
-pub const fn counts_as_written(op: u32, l: &DevWriteLayout) -> bool {
-    op & 1 == 1 && op != l.op_discard && op != l.op_secure_erase
+/// `op_discard` and `op_secure_erase` are [`DevWriteLayout`]'s.
+pub const fn counts_as_written(op: u32, op_discard: u32, op_secure_erase: u32) -> bool {
+    op & 1 == 1 && op != op_discard && op != op_secure_erase
 }
 
-user_pod!(
-    DevWriteKey,
-    DevWriteStats,
-    DevWriteLayout,
-    crate::slots::Slot<DevWriteStats>
-);
-const _: () = assert!(core::mem::size_of::<crate::slots::Slot<DevWriteStats>>() == 16 + 16);
+user_pod!(DevWriteKey, DevWriteStats, DevWriteLayout);
 
 /// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
 /// daemon sets before load).
@@ -190,13 +201,8 @@ pub mod globals {
     pub const DEV_WRITE_LAYOUT: &str = "DEV_WRITE_LAYOUT";
 }
 
-/// Names of this family's maps in the eBPF object (aya names a map after its `#[map]` static);
-/// `object_names` lists them for the test that checks them against the object.
-pub mod maps {
-    pub const DEVICE_WRITES: &str = "DEVICE_WRITES";
-    /// The slot array in front of it (`crate::slots`).
-    pub const DEVICE_WRITE_SLOTS: &str = "DEVICE_WRITE_SLOTS";
-}
+// No map of its own: the counters are the block family's bio counters, whose key carries the
+// attribution (`crate::block::BioKey`), so that a bio updates one counter for both families.
 
 #[cfg(test)]
 mod tests {
@@ -223,13 +229,9 @@ mod tests {
     #[test]
     fn written_ops_are_writes_but_not_discards() {
         // The values of 6.x's enum req_op.
-        let l = DevWriteLayout {
-            op_discard: 3,
-            op_secure_erase: 5,
-            ..DevWriteLayout::default()
-        };
-        let written: [u32; 8] =
-            [0, 1, 2, 3, 5, 9, 13, 34].map(|op| counts_as_written(op, &l) as u32);
+        let (op_discard, op_secure_erase) = (3, 5);
+        let written: [u32; 8] = [0, 1, 2, 3, 5, 9, 13, 34]
+            .map(|op| counts_as_written(op, op_discard, op_secure_erase) as u32);
         assert_eq!(written, [0, 1, 0, 0, 0, 1, 1, 0]);
     }
 }

@@ -4,7 +4,7 @@
 //! `wbscope_map_overflows_total{map}`. Slots are part of the map ABI: never reuse one.
 
 /// Slot of each map in `MAP_OVERFLOWS`, with the map's name in the object.
-pub const MAPS: [(u32, &str); 15] = [
+pub const MAPS: [(u32, &str); 14] = [
     (SYNC_CALL_LATENCY, "SYNC_CALL_LATENCY"),
     (SYNC_CALL_LATENCY_ANON, "SYNC_CALL_LATENCY_ANON"),
     (SFR_CALLS, "SFR_CALLS"),
@@ -18,7 +18,6 @@ pub const MAPS: [(u32, &str); 15] = [
     (FOLIO_WAITS, "FOLIO_WAITS"),
     (NFS_WRITES, "NFS_WRITES"),
     (NFS_COMMITS, "NFS_COMMITS"),
-    (DEVICE_WRITES, "DEVICE_WRITES"),
     (CGROUP_TOTALS, "CGROUP_TOTALS"),
 ];
 
@@ -35,7 +34,7 @@ pub const WB_WORK_STATS: u32 = 9;
 pub const FOLIO_WAITS: u32 = 10;
 pub const NFS_WRITES: u32 = 11;
 pub const NFS_COMMITS: u32 = 12;
-pub const DEVICE_WRITES: u32 = 13;
+// 13: retired (the device-writes map, whose counters are now in BLOCK_BIO_COUNTS).
 pub const CGROUP_TOTALS: u32 = 14;
 
 /// Entries of `MAP_OVERFLOWS` (room for slots added later without resizing).

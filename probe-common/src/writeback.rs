@@ -74,9 +74,19 @@ pub struct FlusherItem {
     pub iteration_nr_pages: i64,
     /// 1 while the item is open: a thread's task storage value outlives its items.
     pub open: u32,
-    pub _reserved: u32,
+    /// The item's claim on its thread's flusher register slot: [`NO_CLAIM`], [`SLOT_SHARED`]
+    /// or [`SLOT_OWNED`].
+    pub register: u32,
 }
 const _: () = assert!(core::mem::size_of::<FlusherItem>() == 24 + 16 + 24 + 8);
+
+/// [`FlusherItem::register`]: the item has no claim on a register slot (none was free to count
+/// it, or the item opened before the probes).
+pub const NO_CLAIM: u32 = 0;
+/// The item counts in its slot's `claims`, which another thread owns.
+pub const SLOT_SHARED: u32 = 1;
+/// The item's thread owns the slot.
+pub const SLOT_OWNED: u32 = 2;
 
 /// Field offsets in the records of the `writeback:writeback_work_class` tracepoints
 /// (`writeback_queue`, `writeback_exec`, `writeback_start`, `writeback_written`).
@@ -98,7 +108,37 @@ pub struct WbWorkFormat {
 }
 const _: () = assert!(core::mem::size_of::<WbWorkFormat>() == 32);
 
-user_pod!(WbKey, WbStats, FlusherItem, WbWorkFormat);
+/// One slot of the flusher register (`probe-ebpf`'s `writeback::register`): which task, if any,
+/// is executing a flusher work item, found from the task's address without touching its task
+/// storage, for the per-bio attribution of device writes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlusherSlot {
+    /// The owning task's address; 0 while no task owns the slot.
+    pub task: u64,
+    /// Threads with an open item whose address maps to this slot (owner included), changed
+    /// only with atomic adds: 0 means none of them has an item open.
+    pub claims: u64,
+    /// The owner's item's `sync_mode` and `reason`.
+    pub sync_mode: u32,
+    pub reason: u32,
+}
+const _: () = assert!(core::mem::size_of::<FlusherSlot>() == 24);
+
+/// log2 of the flusher register's slots.
+pub const FLUSHER_SLOT_BITS: u32 = 6;
+/// Slots in the flusher register: a host runs a few flusher threads at a time, so a thread that
+/// is not one finds its slot free almost always.
+pub const FLUSHER_SLOTS: u32 = 1 << FLUSHER_SLOT_BITS;
+
+/// The register slot of the task at kernel address `task`: the top bits of its Fibonacci hash
+/// (task structs are slab objects, so their low bits say little).
+#[inline(always)]
+pub const fn flusher_slot(task: u64) -> u32 {
+    (task.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FLUSHER_SLOT_BITS)) as u32
+}
+
+user_pod!(WbKey, WbStats, FlusherItem, WbWorkFormat, FlusherSlot);
 
 /// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
 /// daemon sets before load).
@@ -113,4 +153,5 @@ pub mod maps {
     pub const FLUSHER_ITEMS: &str = "FLUSHER_ITEMS";
     /// Task storage (see `kernel::maps`).
     pub const FLUSHER_ITEM_TASK: &str = "FLUSHER_ITEM_TASK";
+    pub const FLUSHER_REGISTER: &str = "FLUSHER_REGISTER";
 }

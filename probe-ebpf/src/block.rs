@@ -25,15 +25,15 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
-    BioCounts, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME,
-    HAS_START_TIME, HAS_STATS_FLAG, RqStats,
+    BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC,
+    HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED, RqStats,
 };
 use probe_common::map_overflow;
 use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
     hist::{record, slot_or_insert},
-    kernel::btf_load::load,
+    kernel::{btf_load::load, globals::load_time},
 };
 
 /// Resolved by the daemon from BTF; all zero (unresolved) makes every probe here a no-op.
@@ -45,13 +45,10 @@ use crate::{
 #[unsafe(no_mangle)]
 static BLOCK_LAYOUT: BlockLayout = BlockLayout::ZERO;
 
-/// One field of [`BLOCK_LAYOUT`]. After loading, the verifier knows these values (the global
-/// lives in a frozen read-only map) and drops the branches they rule out.
+/// One member of [`BLOCK_LAYOUT`] (see `kernel::globals::load_time`).
 macro_rules! layout {
-    ($field:ident) => {
-        // SAFETY: a read of a field of an initialised static. Volatile, so that LLVM does not
-        // fold in the compile-time value the daemon replaces at load time.
-        unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT.$field) }
+    ($member:ident) => {
+        load_time!(BLOCK_LAYOUT.$member)
     };
 }
 
@@ -66,9 +63,10 @@ static BLOCK_RQ_STATS: PerCpuHashMap<BlockKey, RqStats> = PerCpuHashMap::with_ma
 #[map]
 static BLOCK_RQ_SLOTS: PerCpuArray<Slot<RqStats>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
-/// Bio counters by (dev, op). Feeds bio-level flags.
+/// Bio counters by [`BioKey`]: (dev, op) and the device-writes family's attribution. Feeds
+/// bio-level flags and the device-writes family's bytes and bios.
 #[map]
-static BLOCK_BIO_COUNTS: PerCpuHashMap<BlockKey, BioCounts> =
+static BLOCK_BIO_COUNTS: PerCpuHashMap<BioKey, BioCounts> =
     PerCpuHashMap::with_max_entries(4096, 0);
 
 /// The slots in front of [`BLOCK_BIO_COUNTS`] (`probe_common::slots`): every bio updates one, so
@@ -348,12 +346,16 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         }
         load(bdev, layout!(bdev_bd_dev))
     };
-    let key = BlockKey {
+    let op = opf & layout!(op_mask);
+    // The device-writes family's attribution is part of the key: one counter per bio for both.
+    let who = crate::device_writes::attribute(bio, op);
+    let key = BioKey {
         dev,
-        op: (opf & layout!(op_mask)) as u16,
-        sync: 0,
+        op: op as u8,
+        source: who.map_or(NOT_ATTRIBUTED, |w| w.source),
+        sync_mode: who.map_or(0, |w| w.sync_mode),
+        reason: who.map_or(0, |w| w.reason),
     };
-    crate::device_writes::bio_queued(bio, dev, key.op as u32);
     let c = slot_or_insert(
         &BLOCK_BIO_SLOTS,
         &BLOCK_BIO_COUNTS,
@@ -364,6 +366,9 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     let c = unsafe { &mut *c };
     c.bios += 1;
+    if let Some(w) = who {
+        c.bytes += w.bytes as u64;
+    }
     count_flags(&mut c.flags, opf);
     Some(())
 }

@@ -14,106 +14,82 @@
 //! worker dispatches it; it counts as `throttled` (`BIO_BPS_THROTTLED`), its submitter unknown
 //! (see docs/kernel-hooks.md).
 //!
+//! The attribution is part of the block family's bio key (`probe_common::block::BioKey`), so a
+//! bio updates one per-CPU counter for both families; this module only says whom the bio is for.
+//!
 //! Cost per bio: a load of `current->flags` (the task's first cache line; the name, read only
 //! for kernel threads that are neither the flusher nor workqueue workers, is far into the task
-//! and cost a cache miss on most bios when every bio read it), one per-thread lookup (task
-//! storage where the kernel has it, else a hash) and one per-CPU array slot update (the hash on
-//! a slot collision, see `probe_common::slots`): no shared cache line is written. The
-//! benchmark measures the total against the same runs with the family disabled.
+//! and cost a cache miss on most bios when every bio read it), and then at most one per-thread
+//! lookup: task storage (else a hash) for a user task; the flusher register
+//! (`writeback::register`, two loads of a line that changes a few times a second) for a
+//! workqueue worker, its task storage only where the register cannot tell. No shared cache line
+//! is written. The benchmark measures the total against the same runs with the family disabled.
 
-use aya_ebpf::{
-    Global,
-    helpers::bpf_get_current_pid_tgid,
-    macros::map,
-    maps::{PerCpuArray, PerCpuHashMap},
-};
+use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use probe_common::device_writes::{
-    DevWriteKey, DevWriteLayout, DevWriteStats, NO_WORK, PF_IO_WORKER, PF_KTHREAD, PF_WQ_WORKER,
-    WriteSource, counts_as_written,
+    DevWriteLayout, NO_WORK, PF_IO_WORKER, PF_KTHREAD, PF_WQ_WORKER, WriteSource, counts_as_written,
 };
-use probe_common::map_overflow;
-use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
-    hist::slot_or_insert,
-    kernel::{btf_load::load, current_task, inflight, task_storage},
-    writeback,
+    kernel::{btf_load::load, current_task, globals::load_time, inflight, task_storage},
+    writeback::{self, register::Registered},
 };
 
-// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+/// Resolved by the daemon from BTF; a plain static read member by member (`load_time!`), since a
+/// bio needs only a few of its ten members. `#[used]`: never merged with a promoted constant (see
+/// `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
-static DEV_WRITE_LAYOUT: Global<DevWriteLayout> = Global::new(DevWriteLayout {
-    bio_bi_size: 0,
-    task_flags: 0,
-    op_discard: 0,
-    op_secure_erase: 0,
-    task_comm: 0,
-    bio_bi_flags: 0,
-    bps_throttled_bit: 0,
-    resolved: 0,
-    task_bpf_storage: 0,
-    _reserved: 0,
-});
+static DEV_WRITE_LAYOUT: DevWriteLayout = DevWriteLayout::ZERO;
 
-/// Bytes and bios by [`DevWriteKey`]. Feeds `wbscope_device_write_bytes_total` and
-/// `wbscope_device_write_bios_total`.
-#[map]
-static DEVICE_WRITES: PerCpuHashMap<DevWriteKey, DevWriteStats> =
-    PerCpuHashMap::with_max_entries(2048, 0);
-
-/// The slots in front of [`DEVICE_WRITES`] (`probe_common::slots`): a host's few busy keys are
-/// counted without a hash lookup.
-#[map]
-static DEVICE_WRITE_SLOTS: PerCpuArray<Slot<DevWriteStats>> =
-    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+/// One member of [`DEV_WRITE_LAYOUT`] (see `kernel::globals::load_time`).
+macro_rules! layout {
+    ($member:ident) => {
+        load_time!(DEV_WRITE_LAYOUT.$member)
+    };
+}
 
 /// Little-endian head of a jbd2 thread's name (`jbd2/<dev>-8`): the one source told by name,
 /// read only for kernel threads that are neither the flusher nor workqueue workers.
 const JBD2_PREFIX: u64 = u32::from_le_bytes(*b"jbd2") as u64 | (b'/' as u64) << 32;
 
-/// Called by `block_bio_queue` for every bio with its partition device and `req_op` value.
-/// Counts the ops `/sys/block/*/stat` counts as written sectors.
-#[inline(always)]
-pub fn bio_queued(bio: u64, dev: u32, op: u32) {
-    let l = DEV_WRITE_LAYOUT.load();
-    if l.resolved == 0 || !counts_as_written(op, &l) {
-        return;
-    }
-    let bytes: u32 = load(bio, l.bio_bi_size);
-    let key = source_key(bio, dev, &l);
-    if let Some(s) = slot_or_insert(
-        &DEVICE_WRITE_SLOTS,
-        &DEVICE_WRITES,
-        &key,
-        &DevWriteStats::ZERO,
-        map_overflow::DEVICE_WRITES,
-    ) {
-        // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
-        let s = unsafe { &mut *s };
-        s.bytes += bytes as u64;
-        s.bios += 1;
-    }
+/// Whom a bio of `req_op` value `op` was submitted for, for the ops `/sys/block/*/stat` counts
+/// as written sectors (else `None`, as while the family is off: its layout stays unresolved).
+#[derive(Clone, Copy)]
+pub struct Attribution {
+    /// A raw [`WriteSource`].
+    pub source: u8,
+    /// The flusher item's raw sync mode and reason ([`NO_WORK`] unless the source is the
+    /// flusher).
+    pub sync_mode: u8,
+    pub reason: u8,
+    /// `bio->bi_iter.bi_size`.
+    pub bytes: u32,
 }
 
+/// Called by `block_bio_queue` for every bio.
 #[inline(always)]
-fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
-    let mut key = DevWriteKey {
-        dev,
+pub fn attribute(bio: u64, op: u32) -> Option<Attribution> {
+    if layout!(resolved) == 0
+        || !counts_as_written(op, layout!(op_discard), layout!(op_secure_erase))
+    {
+        return None;
+    }
+    let mut who = Attribution {
         source: WriteSource::Other as u8,
         sync_mode: NO_WORK,
         reason: NO_WORK,
-        _reserved: 0,
+        bytes: load(bio, layout!(bio_bi_size)),
     };
     // One helper call for the task; every member after it is a load.
     let task = current_task::Current::get();
     // An unreadable task counts as a kernel thread.
     let flags = task
-        .and_then(|t| t.member::<u32>(l.task_flags))
+        .and_then(|t| t.member::<u32>(layout!(task_flags)))
         .unwrap_or(PF_KTHREAD);
     let typed = task.map_or(0, |t| t.typed_ptr());
-    key.source = if flags & PF_KTHREAD == 0 {
-        if let Some(call) = may_have_storage(task, l)
+    who.source = if flags & PF_KTHREAD == 0 {
+        if let Some(call) = may_have_storage(task)
             .then(|| inflight::of(typed, hash_tid()))
             .flatten()
         {
@@ -126,18 +102,13 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
             WriteSource::Direct
         }
     } else if flags & PF_WQ_WORKER != 0 {
-        // The flusher runs its work items in a workqueue (`bdi_wq`), so only a workqueue
-        // worker that has per-thread storage at all may be executing one.
-        if let Some(item) = may_have_storage(task, l)
-            .then(|| writeback::open_item_of_task(typed, hash_tid()))
-            .flatten()
-        {
-            // SAFETY: a map or task storage value pointer, valid for this program run.
-            let item = unsafe { &*item };
-            key.sync_mode = item.key.sync_mode.min(NO_WORK as u32 - 1) as u8;
-            key.reason = item.key.reason.min(NO_WORK as u32 - 1) as u8;
+        // The flusher runs its work items in a workqueue (`bdi_wq`); the register answers for
+        // most workers from the task's address, the worker's own item for the rest.
+        if let Some((sync_mode, reason)) = flusher_item(task, typed) {
+            who.sync_mode = sync_mode.min(NO_WORK as u32 - 1) as u8;
+            who.reason = reason.min(NO_WORK as u32 - 1) as u8;
             WriteSource::Flusher
-        } else if throttled(bio, l) {
+        } else if throttled(bio) {
             WriteSource::Throttled
         } else {
             WriteSource::Kworker
@@ -147,14 +118,35 @@ fn source_key(bio: u64, dev: u32, l: &DevWriteLayout) -> DevWriteKey {
         WriteSource::IoUring
     } else {
         // The first 8 bytes of the thread's name, little-endian: one load.
-        let head = task.and_then(|t| t.member::<u64>(l.task_comm)).unwrap_or(0);
+        let head = task
+            .and_then(|t| t.member::<u64>(layout!(task_comm)))
+            .unwrap_or(0);
         if head & 0xff_ffff_ffff == JBD2_PREFIX {
             WriteSource::Journal
         } else {
             WriteSource::Other
         }
     } as u8;
-    key
+    Some(who)
+}
+
+/// The `(sync_mode, reason)` of the flusher work item the current workqueue worker executes, if
+/// any: from the flusher register (`writeback::register`) where it knows, else from the
+/// worker's own item, and then only if the worker has per-thread storage at all.
+#[inline(always)]
+fn flusher_item(task: Option<current_task::Current>, typed: u64) -> Option<(u32, u32)> {
+    match writeback::register::lookup(writeback::register::current()) {
+        Registered::Item(sync_mode, reason) => Some((sync_mode, reason)),
+        Registered::NoItem => None,
+        Registered::Unknown => {
+            let item = may_have_storage(task)
+                .then(|| writeback::open_item_of_task(typed, hash_tid()))
+                .flatten()?;
+            // SAFETY: a map or task storage value pointer, valid for this program run.
+            let item = unsafe { &*item };
+            Some((item.key.sync_mode, item.key.reason))
+        }
+    }
 }
 
 /// The thread id, only where per-thread state is keyed by it (5.10); task storage needs none,
@@ -172,18 +164,20 @@ fn hash_tid() -> u32 {
 /// null): one load instead of a task storage get that would find nothing. Always true where
 /// per-thread state lives in hashes (5.10) or the member is not known.
 #[inline(always)]
-fn may_have_storage(task: Option<current_task::Current>, l: &DevWriteLayout) -> bool {
+fn may_have_storage(task: Option<current_task::Current>) -> bool {
+    let offset = layout!(task_bpf_storage);
     !task_storage::available()
-        || l.task_bpf_storage == 0
-        || task.and_then(|t| t.member::<u64>(l.task_bpf_storage)) != Some(0)
+        || offset == 0
+        || task.and_then(|t| t.member::<u64>(offset)) != Some(0)
 }
 
 /// Whether blk-throttle held `bio` back and its worker dispatched it (`BIO_BPS_THROTTLED`).
 #[inline(always)]
-fn throttled(bio: u64, l: &DevWriteLayout) -> bool {
-    if l.bps_throttled_bit >= 16 {
+fn throttled(bio: u64) -> bool {
+    let bit = layout!(bps_throttled_bit);
+    if bit >= 16 {
         return false;
     }
-    let flags: u16 = load(bio, l.bio_bi_flags);
-    flags & (1 << l.bps_throttled_bit) != 0
+    let flags: u16 = load(bio, layout!(bio_bi_flags));
+    flags & (1 << bit) != 0
 }

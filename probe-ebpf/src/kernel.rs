@@ -10,6 +10,7 @@
 //!
 //! Families call these modules; nothing here calls a family.
 
+pub mod atomic;
 pub mod btf_load;
 pub mod current_task;
 pub mod fd_dev;

@@ -18,7 +18,6 @@
 //! atomically, the start and total may race when two flushes of one device start or end at the
 //! same instant; each part is clipped to the call's duration in any case.
 
-use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use core::mem::MaybeUninit;
 
 use aya_ebpf::{
@@ -33,7 +32,7 @@ use probe_common::{
     writeback::BDI_NAME_LEN,
 };
 
-use crate::kernel::{btf_load::read, inflight};
+use crate::kernel::{atomic, btf_load::read, globals::load_time, inflight};
 
 /// Offsets from BTF, resolved by the daemon. A plain static rather than an `aya_ebpf::Global`
 /// so that the block hooks, which run on every request, can read the two fields they need (see
@@ -48,12 +47,10 @@ static STALL_LAYOUT: StallLayout = StallLayout {
     resolved: 0,
 };
 
-/// One field of [`STALL_LAYOUT`].
+/// One member of [`STALL_LAYOUT`] (see `kernel::globals::load_time`).
 macro_rules! stall_layout {
-    ($field:ident) => {
-        // SAFETY: a read of a field of an initialised static. Volatile, so that LLVM does not
-        // fold in the compile-time value the daemon replaces at load time.
-        unsafe { core::ptr::read_volatile(&raw const STALL_LAYOUT.$field) }
+    ($member:ident) => {
+        load_time!(STALL_LAYOUT.$member)
     };
 }
 
@@ -333,18 +330,16 @@ pub fn block_issued(dev: u32, op: u32, t: u64) {
 /// at worst shifts a busy period's start or end by that instant.
 #[inline(always)]
 fn add(b: *mut DevBusy, delta: u64) {
-    // SAFETY: map value pointer, 8-byte aligned, valid for this program run; the in-flight count
-    // is only changed with atomic adds.
-    unsafe {
-        atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut (*b).flush_inflight, delta)
-    };
+    // SAFETY: only the member's address is taken; `b` is a map value pointer valid for this
+    // program run, and the in-flight count is only changed with atomic adds.
+    atomic::add(unsafe { &raw mut (*b).flush_inflight }, delta);
 }
 
 /// The in-flight count as it is in memory now (another CPU may have changed it).
 #[inline(always)]
 fn inflight(b: *mut DevBusy) -> u64 {
-    // SAFETY: map value pointer, aligned, valid for this program run.
-    unsafe { core::ptr::read_volatile(&raw const (*b).flush_inflight) }
+    // SAFETY: as in `add`.
+    atomic::read(unsafe { &raw const (*b).flush_inflight })
 }
 
 /// A block request of `op` on `dev`, issued at `issued`, completed at `t`.

@@ -22,12 +22,14 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use probe_common::map_overflow;
-use probe_common::writeback::{BDI_NAME_LEN, FlusherItem, WbKey, WbStats, WbWorkFormat};
+use probe_common::writeback::{BDI_NAME_LEN, FlusherItem, NO_CLAIM, WbKey, WbStats, WbWorkFormat};
 
 use crate::{
     hist::{record, value_or_insert},
     kernel::task_storage::{self, task_storage},
 };
+
+pub(crate) mod register;
 
 // `#[used]`: never merged with a promoted constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
@@ -182,6 +184,7 @@ fn finish_item(tid: u32) {
     } else {
         let _ = FLUSHER_ITEMS.remove(&tid);
     }
+    register::release(register::current(), &item);
     crate::flusher_work::finished(tid);
     if item.started == 0 || item.t_last_written < item.t_first_start {
         return;
@@ -194,7 +197,7 @@ fn finish_item(tid: u32) {
 
 #[inline(always)]
 fn open_item(tid: u32, w: &WorkRecord) {
-    let item = FlusherItem {
+    let mut item = FlusherItem {
         key: w.key,
         sb_dev: w.sb_dev,
         kind_bits: w.kind_bits,
@@ -204,8 +207,9 @@ fn open_item(tid: u32, w: &WorkRecord) {
         t_last_written: 0,
         iteration_nr_pages: 0,
         open: 1,
-        _reserved: 0,
+        register: NO_CLAIM,
     };
+    register::claim(register::current(), &mut item);
     if task_storage::available() {
         if let Some(v) = task_storage::get::<_, FlusherItem>(&FLUSHER_ITEM_TASK, 0, true) {
             // SAFETY: a task storage value pointer, valid for this program run; only this

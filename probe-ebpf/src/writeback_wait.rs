@@ -46,8 +46,6 @@
 mod fexit_end;
 mod prev_state;
 
-use core::intrinsics::{AtomicOrdering, atomic_xadd};
-
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
@@ -64,6 +62,7 @@ use probe_common::{
 use crate::{
     hist::{record, value_or_insert},
     kernel::{
+        atomic,
         btf_load::load,
         current_task,
         fd_dev::dev_of_typed_inode,
@@ -152,25 +151,15 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
-/// Adds `delta` to an array element with the BPF atomic add.
-#[inline(always)]
-fn atomic_add(ptr: *mut u64, delta: u64) {
-    // The BPF target has atomic add but no compare-and-swap, so core's AtomicU64 offers no
-    // fetch_add there; the intrinsic compiles to the BPF atomic add instruction.
-    // SAFETY: `ptr` is an array map element, 8-byte aligned and valid for the map's lifetime;
-    // every update of these counters goes through this atomic add.
-    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(ptr, delta) };
-}
-
 /// Keeps the pending counter and `tid`'s bucket in step with the map (`delta` is 1 or wrapping
 /// −1).
 #[inline(always)]
 fn count(tid: u32, delta: u64) {
     if let Some(ptr) = FOLIO_WAITS_PENDING.get_ptr_mut(0) {
-        atomic_add(ptr, delta);
+        atomic::add(ptr, delta);
     }
     if let Some(ptr) = FOLIO_WAIT_BUCKETS.get_ptr_mut(tid & (BUCKETS - 1)) {
-        atomic_add(ptr, delta);
+        atomic::add(ptr, delta);
     }
 }
 

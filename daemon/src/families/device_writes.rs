@@ -1,14 +1,18 @@
 //! Device write I/O by writeback source: who the device is busy for. Every write bio is counted
 //! at `block_bio_queue` (a probe of the block family, which calls `probe-ebpf/src/
-//! device_writes.rs`) by the flusher work or the task call that submitted it. Exports
+//! device_writes.rs`) by the flusher work or the task call that submitted it, in the block
+//! family's bio counters, whose key carries the attribution (`block::bio_counts`). Exports
 //! `wbscope_device_write_bytes_total` and `wbscope_device_write_bios_total`; the stall context
-//! samples the same map (`families::stall_events::context`).
+//! samples the same counters (`families::stall_events::context`).
 
 use std::collections::BTreeMap;
 
 use aya::{Ebpf, EbpfLoader};
-use probe_common::device_writes::{
-    DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, globals, maps,
+use probe_common::{
+    block::{BioCounts, BioKey, NOT_ATTRIBUTED},
+    device_writes::{
+        DevWriteKey, DevWriteLayout, DevWriteStats, NO_OP, NO_WORK, WriteSource, globals,
+    },
 };
 use prometheus::{
     core::{Collector, Desc},
@@ -17,6 +21,7 @@ use prometheus::{
 
 use super::{
     CollectorContext, Family, KernelInfo, LayoutError, Part,
+    block::bio_counts::{self, BioCountMaps},
     writeback::{reason_names, sync_mode_label},
 };
 use crate::{
@@ -25,7 +30,7 @@ use crate::{
         layout::{member_offset, request_op_enum},
     },
     metrics::{
-        MapErrors, Slotted, describe,
+        MapErrors, describe,
         detail::{self, Detail},
         proto::MetricBuilder,
     },
@@ -124,9 +129,8 @@ impl Family for DeviceWrites {
     }
 
     fn collectors(&self, ebpf: &mut Ebpf, ctx: &CollectorContext) -> Vec<Box<dyn Collector>> {
-        ctx.map_errors.register(maps::DEVICE_WRITES);
         let reader = DeviceWriteReader {
-            maps: Slotted::take(ebpf, maps::DEVICE_WRITE_SLOTS, maps::DEVICE_WRITES),
+            maps: ctx.bio_counts.get(ebpf, &ctx.map_errors),
             errors: ctx.map_errors.clone(),
             reasons: self.reasons.clone(),
         };
@@ -167,9 +171,10 @@ pub fn raw_order(key: &DevWriteKey) -> (u32, u8, u8, u8) {
 /// Labels of one series: device, source, sync mode, reason.
 pub type SourceLabels = (String, &'static str, String, String);
 
-/// Reads and labels the device-writes map; shared by the collector and the stall context.
+/// Reads and labels the device writes out of the bio counters; shared by the collector and the
+/// stall context.
 pub struct DeviceWriteReader {
-    maps: Slotted<DevWriteKey, DevWriteStats>,
+    maps: BioCountMaps,
     errors: MapErrors,
     reasons: BTreeMap<u32, String>,
 }
@@ -202,11 +207,7 @@ impl DeviceWriteReader {
 
     /// Every raw key's totals, CPUs, slots and hash added up.
     fn read_totals(&self) -> Option<Vec<(DevWriteKey, DevWriteStats)>> {
-        self.maps.read(
-            &self.errors,
-            |acc: &mut DevWriteStats, v| acc.merge(v),
-            DevWriteStats::ZERO,
-        )
+        Some(attributed(bio_counts::read(&self.maps, &self.errors)?))
     }
 
     /// The labels of one raw key (the device's name is read from sysfs).
@@ -230,6 +231,38 @@ impl DeviceWriteReader {
             reason,
         )
     }
+}
+
+/// The attributed bio counts by source key, the ops (write, write-zeroes…) of one source added
+/// up; bios the family did not attribute (reads, discards, or every bio while it is off) left
+/// out.
+fn attributed(counts: Vec<(BioKey, BioCounts)>) -> Vec<(DevWriteKey, DevWriteStats)> {
+    let mut by_source: BTreeMap<(u32, u8, u8, u8), DevWriteStats> = BTreeMap::new();
+    for (key, c) in counts {
+        if key.source == NOT_ATTRIBUTED {
+            continue;
+        }
+        by_source
+            .entry((key.dev, key.source, key.sync_mode, key.reason))
+            .or_insert(DevWriteStats::ZERO)
+            .merge(&DevWriteStats {
+                bytes: c.bytes,
+                bios: c.bios,
+            });
+    }
+    by_source
+        .into_iter()
+        .map(|((dev, source, sync_mode, reason), stats)| {
+            let key = DevWriteKey {
+                dev,
+                source,
+                sync_mode,
+                reason,
+                _reserved: 0,
+            };
+            (key, stats)
+        })
+        .collect()
 }
 
 struct DeviceWriteCollector {
@@ -273,6 +306,52 @@ impl Collector for DeviceWriteCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bio_key(dev: u32, op: u8, source: u8, sync_mode: u8, reason: u8) -> BioKey {
+        BioKey {
+            dev,
+            op,
+            source,
+            sync_mode,
+            reason,
+        }
+    }
+
+    fn counts(bios: u64, bytes: u64) -> BioCounts {
+        BioCounts {
+            bios,
+            bytes,
+            ..BioCounts::ZERO
+        }
+    }
+
+    /// The ops of one source add up, keys differing in sync mode or reason stay apart, and
+    /// bios without an attribution (reads, discards) are left out.
+    #[test]
+    fn attributed_bios_are_summed_by_source_across_ops() {
+        let fsync = WriteSource::Fsync as u8;
+        let flusher = WriteSource::Flusher as u8;
+        let out = attributed(vec![
+            (bio_key(7, 1, fsync, NO_WORK, NO_WORK), counts(3, 12288)),
+            (bio_key(7, 9, fsync, NO_WORK, NO_WORK), counts(1, 4096)),
+            (bio_key(7, 1, flusher, 0, 4), counts(2, 8192)),
+            (bio_key(7, 1, flusher, 1, 4), counts(5, 20480)),
+            (bio_key(7, 0, NOT_ATTRIBUTED, 0, 0), counts(9, 0)),
+        ]);
+        type Row = ((u8, u8, u8), (u64, u64));
+        let got: Vec<Row> = out
+            .iter()
+            .map(|(k, s)| ((k.source, k.sync_mode, k.reason), (s.bios, s.bytes)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ((flusher, 0, 4), (2, 8192)),
+                ((flusher, 1, 4), (5, 20480)),
+                ((fsync, NO_WORK, NO_WORK), (4, 16384)),
+            ]
+        );
+    }
 
     /// On a machine with BTF, the layout resolves to offsets inside `struct bio`.
     #[test]

@@ -37,6 +37,8 @@ pub struct CollectorContext {
     pub scrape_errors: crate::metrics::ScrapeErrors,
     /// The device-writes reader, for the stall context (set by its family's collectors).
     pub device_writes: device_writes::ReaderSlot,
+    /// The bio counters, which the block and device-writes families share.
+    pub bio_counts: block::bio_counts::BioCountsSlot,
 }
 
 /// A layout part a family resolves: `None` before `resolve`, else the part or why it is missing.

@@ -31,4 +31,20 @@ pub struct BioDiskLayout {
 }
 const _: () = assert!(core::mem::size_of::<BioDiskLayout>() == 40);
 
+impl BioDiskLayout {
+    /// Unresolved: bios are read through `bi_bdev` (5.12+).
+    pub const ZERO: BioDiskLayout = BioDiskLayout {
+        bio_bi_disk: 0,
+        bio_bi_partno: 0,
+        disk_major: 0,
+        disk_first_minor: 0,
+        disk_part_tbl: 0,
+        part_tbl_len: 0,
+        part_tbl_part: 0,
+        part_devt: 0,
+        resolved: 0,
+        _reserved: 0,
+    };
+}
+
 user_pod!(BioDiskLayout);

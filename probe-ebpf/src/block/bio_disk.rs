@@ -2,37 +2,32 @@
 //! `probe_common::block::bio_disk`). The disk is reached by plain loads through the BTF-typed bio;
 //! the partition table slot is a variable offset, read with `bpf_probe_read_kernel`.
 
-use aya_ebpf::Global;
 use probe_common::block::bio_disk::BioDiskLayout;
 
-use crate::kernel::btf_load::{load, read};
+use crate::kernel::{
+    btf_load::{load, read},
+    globals::load_time,
+};
 
-// `#[used]`: never merged with a promoted constant (see `kernel::globals`).
+/// A plain static (not a `Global`), so that [`in_use`], asked by every bio on every kernel,
+/// reads one member instead of copying the struct. `#[used]`: never merged with a promoted
+/// constant (see `kernel::globals`).
 #[unsafe(no_mangle)]
 #[used]
-static BIO_DISK_LAYOUT: Global<BioDiskLayout> = Global::new(BioDiskLayout {
-    bio_bi_disk: 0,
-    bio_bi_partno: 0,
-    disk_major: 0,
-    disk_first_minor: 0,
-    disk_part_tbl: 0,
-    part_tbl_len: 0,
-    part_tbl_part: 0,
-    part_devt: 0,
-    resolved: 0,
-    _reserved: 0,
-});
+static BIO_DISK_LAYOUT: BioDiskLayout = BioDiskLayout::ZERO;
 
 /// Whether this kernel's bios name their disk (the daemon resolved this layout).
 #[inline(always)]
 pub fn in_use() -> bool {
-    BIO_DISK_LAYOUT.load().resolved != 0
+    load_time!(BIO_DISK_LAYOUT.resolved) != 0
 }
 
 /// The kernel `dev_t` of the partition `bio` (a BTF-typed `struct bio *`) was queued on.
 #[inline(always)]
 pub fn dev(bio: u64) -> Option<u32> {
-    let l = BIO_DISK_LAYOUT.load();
+    // SAFETY: a read of an initialised static, volatile as in `load_time!`; only kernels before
+    // 5.12 get here, and they need most of its members.
+    let l = unsafe { core::ptr::read_volatile(&raw const BIO_DISK_LAYOUT) };
     if l.resolved == 0 {
         return None;
     }

@@ -12,6 +12,19 @@
 //! which aya handles like `.rodata`).
 
 use aya_ebpf::Global;
+
+/// One member of a layout global, `load_time!(STATIC.member)`, for the layouts the hot probes
+/// keep as plain statics: `Global::load()` copies the whole struct (a load per member and stack
+/// spills) where a probe needs a few members. The verifier knows the value (the global lives in
+/// a frozen read-only map) and drops the branches it rules out.
+macro_rules! load_time {
+    ($global:ident . $member:ident) => {
+        // SAFETY: a read of a member of an initialised static. Volatile, so that LLVM does not
+        // fold in the compile-time value the daemon replaces at load time.
+        unsafe { core::ptr::read_volatile(&raw const $global.$member) }
+    };
+}
+pub(crate) use load_time;
 use probe_common::kernel::{FdDevLayout, InodeDevLayout};
 
 #[unsafe(no_mangle)]

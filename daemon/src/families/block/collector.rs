@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use probe_common::{
-    block::{BioCounts, BlockKey, FLAGS, RqCounts, RqStats},
+    block::{BioCounts, BioKey, BlockKey, FLAGS, RqCounts, RqStats},
     hist::Log2Hist,
 };
 use prometheus::{
@@ -21,8 +21,6 @@ use crate::{
 };
 
 // The object names its maps after these (checked by `probes::object_names`).
-pub use probe_common::block::maps::BLOCK_BIO_COUNTS as BIO_COUNTS;
-pub use probe_common::block::maps::BLOCK_BIO_SLOTS as BIO_SLOTS;
 pub use probe_common::block::maps::BLOCK_RQ_SLOTS as RQ_SLOTS;
 pub use probe_common::block::maps::BLOCK_RQ_STATS as RQ_STATS;
 
@@ -73,14 +71,14 @@ const FAMILIES: &[(&str, &str)] = &[
 /// The family's maps; `None` when missing from the object (counted as a read error).
 pub struct Maps {
     pub rq_stats: Slotted<BlockKey, RqStats>,
-    pub bio_counts: Slotted<BlockKey, BioCounts>,
+    pub bio_counts: super::bio_counts::BioCountMaps,
 }
 
 /// Everything read from the maps in one scrape, CPUs already summed.
 #[derive(Default)]
 pub struct Snapshot {
     pub rq_counts: Vec<(BlockKey, RqCounts)>,
-    pub bio_counts: Vec<(BlockKey, BioCounts)>,
+    pub bio_counts: Vec<(BioKey, BioCounts)>,
     pub rq_latency: Vec<(BlockKey, Log2Hist)>,
     pub queue_latency: Vec<(BlockKey, Log2Hist)>,
 }
@@ -111,11 +109,7 @@ impl BlockCollector {
             .read(e, |acc: &mut RqStats, v| acc.merge(v), RqStats::ZERO)
             .unwrap_or_default();
         let mut snap = split(rq_stats);
-        snap.bio_counts = self
-            .maps
-            .bio_counts
-            .read(e, |acc: &mut BioCounts, v| acc.merge(v), BioCounts::ZERO)
-            .unwrap_or_default();
+        snap.bio_counts = super::bio_counts::read(&self.maps.bio_counts, e).unwrap_or_default();
         snap
     }
 }
@@ -199,7 +193,7 @@ pub fn build(
     let mut bio_flags: BTreeMap<DevOp, BioCounts> = BTreeMap::new();
     for (k, v) in &snap.bio_counts {
         bio_flags
-            .entry((dev(k.dev), op(k.op)))
+            .entry((dev(k.dev), op(u16::from(k.op))))
             .or_insert(BioCounts::ZERO)
             .merge(v);
     }

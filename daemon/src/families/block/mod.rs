@@ -1,6 +1,7 @@
 //! Block layer: tp_btf `block_rq_issue`, `block_rq_requeue`, `block_rq_complete` and
 //! `block_bio_queue`, and the `wbscope_block_*` metrics.
 
+pub mod bio_counts;
 mod collector;
 mod layout;
 
@@ -117,7 +118,7 @@ impl Family for Block {
         };
         let maps = collector::Maps {
             rq_stats: slotted(ebpf, ctx, collector::RQ_SLOTS, collector::RQ_STATS),
-            bio_counts: slotted(ebpf, ctx, collector::BIO_SLOTS, collector::BIO_COUNTS),
+            bio_counts: ctx.bio_counts.get(ebpf, &ctx.map_errors),
         };
         vec![Box::new(collector::BlockCollector::new(
             maps,

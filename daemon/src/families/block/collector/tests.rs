@@ -7,6 +7,17 @@ fn key(op: u16, sync: u16) -> BlockKey {
     BlockKey { dev: DEV, op, sync }
 }
 
+/// A bio key of op `op` attributed to raw write source `source`.
+fn bio_key(op: u8, source: u8) -> BioKey {
+    BioKey {
+        dev: DEV,
+        op,
+        source,
+        sync_mode: probe_common::device_writes::NO_WORK,
+        reason: probe_common::device_writes::NO_WORK,
+    }
+}
+
 fn counts(requests: u64, bytes: u64, errors: u64, flags: &[usize]) -> RqCounts {
     let mut c = RqCounts::ZERO;
     c.requests = requests;
@@ -59,13 +70,21 @@ fn sums_sync_away_and_folds_unknown_ops_into_other() {
             (key(34, 0), counts(1, 0, 0, &[])),
             (key(35, 0), counts(2, 0, 0, &[])),
         ],
-        bio_counts: vec![(key(1, 0), {
-            let mut b = BioCounts::ZERO;
-            b.bios = 3;
-            b.flags[2] = 1; // fua
-            b.flags[3] = 1; // preflush
-            b
-        })],
+        // One (device, op) under two device-writes attributions: the bio series add them up.
+        bio_counts: vec![
+            (bio_key(1, 2), {
+                let mut b = BioCounts::ZERO;
+                b.bios = 2;
+                b.flags[2] = 1; // fua
+                b
+            }),
+            (bio_key(1, 10), {
+                let mut b = BioCounts::ZERO;
+                b.bios = 1;
+                b.flags[3] = 1; // preflush
+                b
+            }),
+        ],
         rq_latency: vec![(key(1, 1), lat), (key(1, 1), lat)],
         queue_latency: vec![(key(1, 0), lat)],
     };
