@@ -197,7 +197,7 @@ fn finish_item(tid: u32) {
 
 #[inline(always)]
 fn open_item(tid: u32, w: &WorkRecord) {
-    let mut item = FlusherItem {
+    let item = FlusherItem {
         key: w.key,
         sb_dev: w.sb_dev,
         kind_bits: w.kind_bits,
@@ -209,7 +209,6 @@ fn open_item(tid: u32, w: &WorkRecord) {
         open: 1,
         register: NO_CLAIM,
     };
-    register::claim(register::current(), &mut item);
     if task_storage::available() {
         if let Some(v) = task_storage::get::<_, FlusherItem>(&FLUSHER_ITEM_TASK, 0, true) {
             // SAFETY: a task storage value pointer, valid for this program run; only this
@@ -218,6 +217,13 @@ fn open_item(tid: u32, w: &WorkRecord) {
         }
     } else {
         let _ = FLUSHER_ITEMS.insert(&tid, &item, 0);
+    }
+    // The register claim is taken on the stored item only: the item's close (`finish_item`,
+    // which finds it there) gives the claim back, so an item that could not be stored must hold
+    // none, or its thread would stay the slot's owner and its later bios pass for flusher work.
+    if let Some(stored) = open_item_of(tid) {
+        // SAFETY: as above; only this flusher thread touches its own item.
+        register::claim(register::current(), unsafe { &mut *stored });
     }
     crate::flusher_work::executing(tid, &w.key, w.sb_dev, w.kind_bits);
 }

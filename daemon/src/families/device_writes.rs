@@ -196,16 +196,16 @@ impl DeviceWriteReader {
     /// Bytes since load by raw key, sorted by key, with no labels made: the stall-context
     /// sampler reads this ten times a second and labels only the few keys a context needs.
     pub fn read_bytes(&self) -> Option<Vec<(DevWriteKey, u64)>> {
-        let mut entries: Vec<(DevWriteKey, u64)> = self
+        // `read_totals` is already in raw order.
+        let entries = self
             .read_totals()?
             .into_iter()
             .map(|(key, stats)| (key, stats.bytes))
             .collect();
-        entries.sort_unstable_by_key(|(key, _)| raw_order(key));
         Some(entries)
     }
 
-    /// Every raw key's totals, CPUs, slots and hash added up.
+    /// Every raw key's totals, CPUs, slots and hash added up, in [`raw_order`].
     fn read_totals(&self) -> Option<Vec<(DevWriteKey, DevWriteStats)>> {
         Some(attributed(bio_counts::read(&self.maps, &self.errors)?))
     }
@@ -233,36 +233,32 @@ impl DeviceWriteReader {
     }
 }
 
-/// The attributed bio counts by source key, the ops (write, write-zeroes…) of one source added
-/// up; bios the family did not attribute (reads, discards, or every bio while it is off) left
-/// out.
+/// The attributed bio counts by source key, in [`raw_order`], the ops (write, write-zeroes…) of
+/// one source added up; bios the family did not attribute (reads, discards, or every bio while
+/// it is off) left out.
 fn attributed(counts: Vec<(BioKey, BioCounts)>) -> Vec<(DevWriteKey, DevWriteStats)> {
-    let mut by_source: BTreeMap<(u32, u8, u8, u8), DevWriteStats> = BTreeMap::new();
+    let mut by_source: BTreeMap<(u32, u8, u8, u8), (DevWriteKey, DevWriteStats)> = BTreeMap::new();
     for (key, c) in counts {
         if key.source == NOT_ATTRIBUTED {
             continue;
         }
+        let source_key = DevWriteKey {
+            dev: key.dev,
+            source: key.source,
+            sync_mode: key.sync_mode,
+            reason: key.reason,
+            _reserved: 0,
+        };
         by_source
-            .entry((key.dev, key.source, key.sync_mode, key.reason))
-            .or_insert(DevWriteStats::ZERO)
+            .entry(raw_order(&source_key))
+            .or_insert((source_key, DevWriteStats::ZERO))
+            .1
             .merge(&DevWriteStats {
                 bytes: c.bytes,
                 bios: c.bios,
             });
     }
-    by_source
-        .into_iter()
-        .map(|((dev, source, sync_mode, reason), stats)| {
-            let key = DevWriteKey {
-                dev,
-                source,
-                sync_mode,
-                reason,
-                _reserved: 0,
-            };
-            (key, stats)
-        })
-        .collect()
+    by_source.into_values().collect()
 }
 
 struct DeviceWriteCollector {
