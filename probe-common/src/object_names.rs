@@ -53,6 +53,7 @@ pub const MAPS: &[&str] = &[
     writeback::maps::FLUSHER_ITEMS,
     writeback::maps::FLUSHER_ITEM_TASK,
     writeback::maps::FLUSHER_REGISTER,
+    writeback::maps::FLUSHER_CLAIMS,
     writeback_wait::maps::WRITEBACK_WAIT,
     writeback_wait::maps::FOLIO_WAITS,
     writeback_wait::maps::FOLIO_WAITS_PENDING,

@@ -154,4 +154,5 @@ pub mod maps {
     /// Task storage (see `kernel::maps`).
     pub const FLUSHER_ITEM_TASK: &str = "FLUSHER_ITEM_TASK";
     pub const FLUSHER_REGISTER: &str = "FLUSHER_REGISTER";
+    pub const FLUSHER_CLAIMS: &str = "FLUSHER_CLAIMS";
 }

@@ -135,7 +135,7 @@ pub fn attribute(bio: u64, op: u32) -> Option<Attribution> {
 /// worker's own item, and then only if the worker has per-thread storage at all.
 #[inline(always)]
 fn flusher_item(task: Option<current_task::Current>, typed: u64) -> Option<(u32, u32)> {
-    match writeback::register::lookup(writeback::register::current()) {
+    match writeback::register::lookup_current() {
         Registered::Item(sync_mode, reason) => Some((sync_mode, reason)),
         Registered::NoItem => None,
         Registered::Unknown => {

@@ -18,8 +18,15 @@
 //! - anything else (a collision, or a thread whose item opened before the probes): the exact
 //!   answer is in the thread's own item (`open_item_of_task`), which is always kept as well.
 //!
+//! Before any of that, one counter of the claims held in the whole register
+//! ([`FLUSHER_CLAIMS`]) answers for every thread while no flusher item is open anywhere, the
+//! usual state between writeback passes: a load, without the helper call that fetches the
+//! task's address (a helper call costs a return through the kernel's return thunk, several
+//! nanoseconds on CPUs with return-stack mitigations).
+//!
 //! Atomics run only when an item opens or closes (a few times a second per flusher thread),
-//! never per bio; the per-bio read is two loads of a line that is written that rarely.
+//! never per bio; the per-bio read is one load while no item is open, else two more of a line
+//! that is written that rarely.
 
 use aya_ebpf::{macros::map, maps::Array};
 use probe_common::writeback::{
@@ -42,6 +49,11 @@ pub fn current() -> u64 {
 #[map]
 static FLUSHER_REGISTER: Array<FlusherSlot> = Array::with_max_entries(FLUSHER_SLOTS, 0);
 
+/// The claims held in [`FLUSHER_REGISTER`] in all, one element: 0 while no thread holds one.
+/// Changed with the claims, by atomic adds.
+#[map]
+static FLUSHER_CLAIMS: Array<u64> = Array::with_max_entries(1, 0);
+
 /// What the register says of a thread.
 pub enum Registered {
     /// It executes a flusher work item of this `(sync_mode, reason)`.
@@ -50,6 +62,19 @@ pub enum Registered {
     NoItem,
     /// Ask its own item.
     Unknown,
+}
+
+/// The register's answer for the current task: [`Registered::NoItem`] from the claim count
+/// alone while no thread holds a claim, else [`lookup`] of the task's address.
+#[inline(always)]
+pub fn lookup_current() -> Registered {
+    if let Some(total) = FLUSHER_CLAIMS.get_ptr(0) {
+        // SAFETY: an array element, valid for the map's lifetime; changed only by atomic adds.
+        if atomic::read(total) == 0 {
+            return Registered::NoItem;
+        }
+    }
+    lookup(current())
 }
 
 /// The register's answer for the task at `task` ([`current`]).
@@ -84,6 +109,11 @@ pub fn claim(task: u64, item: &mut FlusherItem) {
     let Some(slot) = FLUSHER_REGISTER.get_ptr_mut(flusher_slot(task)) else {
         return;
     };
+    let Some(total) = FLUSHER_CLAIMS.get_ptr_mut(0) else {
+        return;
+    };
+    // Counted before the slot is claimed, so that no reader sees a claim the total misses.
+    atomic::add(total, 1);
     // SAFETY: an array element, valid for the map's lifetime; `claims` changes only through
     // atomic adds, the other members only by the owner.
     unsafe {
@@ -116,5 +146,9 @@ pub fn release(task: u64, item: &FlusherItem) {
             core::ptr::write_volatile(&raw mut (*slot).task, 0);
         }
         atomic::add(&raw mut (*slot).claims, u64::MAX);
+    }
+    // After the slot's claim: the total never drops below the claims it counts.
+    if let Some(total) = FLUSHER_CLAIMS.get_ptr_mut(0) {
+        atomic::add(total, u64::MAX);
     }
 }
