@@ -40,6 +40,7 @@ use probe_common::{
 use crate::{
     hist::{record, slot_or_insert, value_or_insert},
     kernel::{
+        current_task::Current,
         fd_dev::{dev_and_ino_of_inode, inode_of_fd},
         globals::is_ignored_tgid,
     },
@@ -259,14 +260,18 @@ fn enter_fd(ctx: &TracePointContext, syscall: SyncSyscall, fd_offset: u32) {
 /// Starts timing a call of thread `tid` on file descriptor `fd` (fsync, fdatasync, syncfs).
 #[inline(always)]
 pub(crate) fn begin_fd(tid: u32, syscall: SyncSyscall, fd: u64) {
-    begin(tid, syscall, inode_of_fd(fd).unwrap_or(0), 0);
+    // Fetched once for the fd walk and the task storage (a helper call saved).
+    let task = Current::get();
+    let inode = inode_of_fd(task, fd).unwrap_or(0);
+    begin(task, tid, syscall, inode, 0);
 }
 
 /// Starts timing sync_file_range(fd, …, flags) of thread `tid`.
 #[inline(always)]
 pub(crate) fn begin_sfr(tid: u32, fd: u64, flags: u64) {
-    let inode = inode_of_fd(fd).unwrap_or(0);
-    begin(tid, SyncSyscall::SyncFileRange, inode, flags as u32);
+    let task = Current::get();
+    let inode = inode_of_fd(task, fd).unwrap_or(0);
+    begin(task, tid, SyncSyscall::SyncFileRange, inode, flags as u32);
 }
 
 /// Starts timing msync(…, flags) of thread `tid`. Only MS_SYNC writes back (MS_ASYNC has been a
@@ -275,7 +280,7 @@ pub(crate) fn begin_sfr(tid: u32, fd: u64, flags: u64) {
 pub(crate) fn begin_msync(tid: u32, flags: u64) {
     if flags as u32 & MS_SYNC != 0 {
         msync_dev::msync_started();
-        begin(tid, SyncSyscall::Msync, 0, flags as u32);
+        begin(None, tid, SyncSyscall::Msync, 0, flags as u32);
     }
 }
 
@@ -285,14 +290,14 @@ pub(crate) fn begin_msync(tid: u32, flags: u64) {
 pub(crate) fn enter_sync() {
     crate::flusher_work::sync_entered();
     if let Some(tid) = traced_tid() {
-        begin(tid, SyncSyscall::Sync, 0, 0);
+        begin(None, tid, SyncSyscall::Sync, 0, 0);
     }
 }
 
-/// Starts timing a call of thread `tid` on the file whose inode is at kernel address `inode`
-/// (0: no file, or not resolvable).
+/// Starts timing a call of thread `tid` (the current task, `task` if the caller fetched it) on
+/// the file whose inode is at kernel address `inode` (0: no file, or not resolvable).
 #[inline(always)]
-fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
+fn begin(task: Option<Current>, tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
     let (dev, ino) = dev_and_ino_of_inode(inode);
     let start_ns = now();
     let call = InflightSync {
@@ -307,14 +312,15 @@ fn begin(tid: u32, syscall: SyncSyscall, inode: u64, flags: u32) {
         pass_open: 0,
         _reserved: 0,
     };
-    crate::kernel::inflight::begin(tid, &call);
+    crate::kernel::inflight::begin(task.map_or(0, |t| t.typed_ptr()), tid, &call);
 }
 
 /// Ends the current thread's call `syscall`: its latency, sync_file_range flags, top table and
 /// stall event. `ctx` is only for kernel-side logging in `debug` builds.
 #[inline(always)]
 pub(crate) fn exit<C: EbpfContext>(ctx: &C, syscall: SyncSyscall) {
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
     let Some(call) = crate::kernel::inflight::take(tid) else {
         return;
     };
@@ -336,7 +342,7 @@ pub(crate) fn exit<C: EbpfContext>(ctx: &C, syscall: SyncSyscall) {
         end,
     );
     let ns = end.saturating_sub(start.start_ns);
-    crate::top_processes::add_sync(ns);
+    crate::top_processes::add_sync(ns, pid_tgid);
     crate::cgroups::sync_call(start.syscall, ns);
     // Kernel-side logging costs microseconds per event: only in `debug` builds.
     #[cfg(feature = "debug")]

@@ -15,10 +15,11 @@ use probe_common::top_processes::{ProcStats, TOP_PROCESSES_MAX};
 static TOP_PROCESSES: LruPerCpuHashMap<u32, ProcStats> =
     LruPerCpuHashMap::with_max_entries(TOP_PROCESSES_MAX, 0);
 
-/// The current process spent `ns` in a sync call that just returned.
+/// The current process spent `ns` in a sync call that just returned; `pid_tgid` is the
+/// current task's (the caller already fetched it: a helper call saved).
 #[inline(always)]
-pub fn add_sync(ns: u64) {
-    if let Some(p) = entry() {
+pub fn add_sync(ns: u64, pid_tgid: u64) {
+    if let Some(p) = entry(pid_tgid) {
         // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
         unsafe {
             (*p).sync_call_ns += ns;
@@ -30,27 +31,34 @@ pub fn add_sync(ns: u64) {
 /// The current process is about to be paused `ns` in balance_dirty_pages.
 #[inline(always)]
 pub fn add_throttle(ns: u64) {
-    if let Some(p) = entry() {
+    if let Some(p) = entry(bpf_get_current_pid_tgid()) {
         // SAFETY: as in `add_sync`.
         unsafe { (*p).throttle_ns += ns };
     }
 }
 
-/// The current process's entry, created with zero totals on first use; its comm refreshed.
+/// The current process's entry (`pid_tgid`: the current task's), created with zero totals on
+/// first use. The name is taken where this CPU's value has none yet (its creation, or the
+/// process's first operation on this CPU), not on every operation: `bpf_get_current_comm` is a
+/// helper call and a 16-byte copy, and a process that renames itself later keeps the name it had
+/// (`wbscope top` shows the name of a thread that made timed calls).
 #[inline(always)]
-fn entry() -> Option<*mut ProcStats> {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let comm = crate::kernel::current_task::comm();
+fn entry(pid_tgid: u64) -> Option<*mut ProcStats> {
+    let tgid = (pid_tgid >> 32) as u32;
     if let Some(p) = TOP_PROCESSES.get_ptr_mut(&tgid) {
         // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
-        unsafe { (*p).comm = comm };
+        unsafe {
+            if (*p).comm[0] == 0 {
+                (*p).comm = crate::kernel::current_task::comm();
+            }
+        }
         return Some(p);
     }
     let fresh = ProcStats {
         sync_call_ns: 0,
         throttle_ns: 0,
         sync_calls: 0,
-        comm,
+        comm: crate::kernel::current_task::comm(),
     };
     // BPF_NOEXIST: a thread of the same process that inserted first (on another CPU) keeps its
     // entry; this CPU's value of it is zero then, and is the one returned.

@@ -61,15 +61,16 @@ const S_IFBLK: u16 = 0o060000;
 /// which the verifier allows only for helper reads) and what follows it are helper reads, so a
 /// racing close() yields 0 ("unknown"), never a fault.
 #[inline(always)]
-pub fn inode_of_fd(fd: u64) -> Option<u64> {
+pub fn inode_of_fd(task: Option<current_task::Current>, fd: u64) -> Option<u64> {
     let l = FD_DEV_LAYOUT.load();
     if l.resolved == 0 {
         return None;
     }
+    let task = task?;
     let (max_fds, fd_array) = if current_task::typed() {
-        fd_table_typed(&l)?
+        fd_table_typed(task, &l)?
     } else {
-        fd_table_read(&l)?
+        fd_table_read(task, &l)?
     };
     if fd >= max_fds as u64 {
         return None;
@@ -80,8 +81,8 @@ pub fn inode_of_fd(fd: u64) -> Option<u64> {
 
 /// `(fdt->max_fds, fdt->fd)` of the current task through plain loads of typed pointers.
 #[inline(always)]
-fn fd_table_typed(l: &FdDevLayout) -> Option<(u32, u64)> {
-    let files: u64 = current_task::member(l.task_files)?;
+fn fd_table_typed(task: current_task::Current, l: &FdDevLayout) -> Option<(u32, u64)> {
+    let files: u64 = task.member(l.task_files)?;
     if files == 0 {
         return None;
     }
@@ -94,8 +95,8 @@ fn fd_table_typed(l: &FdDevLayout) -> Option<(u32, u64)> {
 
 /// The same through `bpf_probe_read_kernel`, for kernels without a typed current task.
 #[inline(always)]
-fn fd_table_read(l: &FdDevLayout) -> Option<(u32, u64)> {
-    let files: u64 = current_task::member(l.task_files)?;
+fn fd_table_read(task: current_task::Current, l: &FdDevLayout) -> Option<(u32, u64)> {
+    let files: u64 = task.member(l.task_files)?;
     let fdt: u64 = read(files + l.files_fdt as u64)?;
     if fdt == 0 {
         return None;

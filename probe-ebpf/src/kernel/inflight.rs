@@ -42,11 +42,12 @@ pub fn of(task: u64, tid: u32) -> Option<*mut InflightSync> {
     }
 }
 
-/// The current thread `tid` starts `call` (replacing one whose exit was missed).
+/// The current thread `tid`, whose BTF-typed task is `task` (0: fetch it), starts `call`
+/// (replacing one whose exit was missed).
 #[inline(always)]
-pub fn begin(tid: u32, call: &InflightSync) {
+pub fn begin(task: u64, tid: u32, call: &InflightSync) {
     if task_storage::available() {
-        if let Some(v) = task_storage::get::<_, InflightSync>(&SYNC_TASK, 0, true) {
+        if let Some(v) = task_storage::get::<_, InflightSync>(&SYNC_TASK, task, true) {
             // SAFETY: a task storage value pointer, valid for this program run; only this
             // thread's own programs write its value.
             unsafe { *v = *call };
