@@ -79,7 +79,7 @@ pub fn lookup_current() -> Registered {
 
 /// The register's answer for the task at `task` ([`current`]).
 #[inline(always)]
-pub fn lookup(task: u64) -> Registered {
+fn lookup(task: u64) -> Registered {
     let Some(slot) = FLUSHER_REGISTER.get_ptr(flusher_slot(task)) else {
         return Registered::Unknown;
     };
