@@ -36,6 +36,7 @@ pub const MAPS: &[&str] = &[
     stall_events::maps::STALL_CONFIG,
     stall_events::maps::STALL_DROPS,
     stall_events::maps::DEV_BUSY,
+    stall_events::maps::DEV_BUSY_SLOTS,
     submissions::maps::WB_SUBMISSION_SLOTS,
     submissions::maps::WB_SUBMISSIONS,
     submissions::maps::FLUSHER_INODE,

@@ -178,13 +178,45 @@ impl DevBusy {
     }
 }
 
+/// log2 of the slots of `DEV_BUSY_SLOTS`.
+pub const DEV_BUSY_SLOT_BITS: u32 = 6;
+/// Slots of `DEV_BUSY_SLOTS`: the devices a host has at start, with room (two candidates each).
+pub const DEV_BUSY_SLOT_COUNT: u32 = 1 << DEV_BUSY_SLOT_BITS;
+
+/// One device's busy clocks in `DEV_BUSY_SLOTS`, the array in front of the `DEV_BUSY` hash: the
+/// daemon writes `dev` before the probes are attached and never again, the probes only the
+/// clocks. `dev == 0`: a free slot (0 is never a block device). One cache line a slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DevBusySlot {
+    /// Kernel dev_t of the device whose clocks these are.
+    pub dev: u32,
+    pub _reserved: u32,
+    pub busy: DevBusy,
+    pub _pad: u64,
+}
+const _: () = assert!(core::mem::size_of::<DevBusySlot>() == 64);
+
+/// The two candidate slots of `dev` (kernel dev_t): two fields of its Fibonacci hash, the second
+/// made to differ from the first. The daemon places a device in the first free one; the probes
+/// look in both before the hash.
+#[inline(always)]
+pub const fn dev_busy_slot_indexes(dev: u32) -> (u32, u32) {
+    let product = (dev as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let first = (product >> (64 - DEV_BUSY_SLOT_BITS)) as u32;
+    let second = (product >> (64 - 2 * DEV_BUSY_SLOT_BITS)) as u32 & (DEV_BUSY_SLOT_COUNT - 1);
+    let second = if second == first { first ^ 1 } else { second };
+    (first, second)
+}
+
 user_pod!(
     StallEvent,
     StallConfig,
     StallLayout,
     OpenCall,
     InflightSync,
-    DevBusy
+    DevBusy,
+    DevBusySlot
 );
 
 /// Names of this family's load-time globals in the eBPF object (`#[no_mangle]` statics that the
@@ -200,6 +232,7 @@ pub mod maps {
     pub const STALL_CONFIG: &str = "STALL_CONFIG";
     pub const STALL_DROPS: &str = "STALL_DROPS";
     pub const DEV_BUSY: &str = "DEV_BUSY";
+    pub const DEV_BUSY_SLOTS: &str = "DEV_BUSY_SLOTS";
 }
 
 /// Size of the `STALL_EVENTS` ring buffer (a power of two, a multiple of the page size): about
@@ -209,6 +242,35 @@ pub const STALL_RING_BYTES: u32 = 256 * 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_devices_spread_over_the_busy_slots() {
+        extern crate std;
+        // sda..sdd with 4 partitions each, vda, vdb, and 8 loop devices.
+        let mut devs: std::vec::Vec<u32> = (0..20).map(|m| (8 << 20) | m).collect();
+        devs.extend([(253 << 20), (253 << 20) | 16]);
+        devs.extend((0..8).map(|m| (7 << 20) | m));
+        let mut taken = [0u32; DEV_BUSY_SLOT_COUNT as usize];
+        let placed = devs
+            .iter()
+            .filter(|&&dev| {
+                let (a, b) = dev_busy_slot_indexes(dev);
+                assert!(a < DEV_BUSY_SLOT_COUNT && b < DEV_BUSY_SLOT_COUNT && a != b);
+                [a, b].into_iter().any(|i| {
+                    let slot = &mut taken[i as usize];
+                    if *slot == 0 {
+                        *slot = dev;
+                    }
+                    *slot == dev
+                })
+            })
+            .count();
+        assert!(
+            placed >= devs.len() - 1,
+            "{placed} of {} placed",
+            devs.len()
+        );
+    }
 
     #[test]
     fn busy_clocks_count_only_busy_time() {

@@ -9,21 +9,23 @@
 //! Breakdown of a sync call (all per thread id, between its enter and exit):
 //! - writeback waits and throttling pauses of the thread are added to its [`OpenCall`], which
 //!   lives in the call's in-flight entry (`inflight`);
-//! - journal and flush time come from per-device busy clocks ([`DevBusy`]): the difference of the
-//!   clock between the call's start and end is the time during the call in which a journal commit
-//!   (resp. at least one flush request) of the call's device was running.
+//! - journal and flush time come from per-device busy clocks ([`DevBusy`], kept by `dev_busy`):
+//!   the difference of the clock between the call's start and end is the time during the call in
+//!   which a journal commit (resp. at least one flush request) of the call's device was running.
 //!
 //! The flush clock is updated from any CPU without a lock (BPF spin locks need BTF-described
 //! map values, which aya's legacy map definitions do not have): the in-flight count is changed
 //! atomically, the start and total may race when two flushes of one device start or end at the
 //! same instant; each part is clipped to the call's duration in any case.
 
+mod dev_busy;
+
 use core::mem::MaybeUninit;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, PerCpuArray, RingBuf},
 };
 use probe_common::{
     stall_events::{
@@ -73,19 +75,6 @@ static STALL_CONFIG: Array<StallConfig> = Array::with_max_entries(1, 0);
 #[map]
 static STALL_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-/// Journal and flush busy clocks by kernel dev_t. LRU so that short-lived devices cannot fill it.
-#[map]
-static DEV_BUSY: LruHashMap<u32, DevBusy> = LruHashMap::with_max_entries(1024, 0);
-
-const EMPTY_BUSY: DevBusy = DevBusy {
-    journal_total_ns: 0,
-    journal_since_ns: 0,
-    flush_total_ns: 0,
-    flush_since_ns: 0,
-    flush_inflight: 0,
-    journal_tid: 0,
-};
-
 #[inline(always)]
 fn now() -> u64 {
     // SAFETY: bpf_ktime_get_ns has no preconditions.
@@ -99,22 +88,13 @@ fn threshold() -> Option<u64> {
     (c.enabled != 0).then_some(c.threshold_ns)
 }
 
-#[inline(always)]
-fn busy(dev: u32) -> Option<*mut DevBusy> {
-    if let Some(b) = DEV_BUSY.get_ptr_mut(&dev) {
-        return Some(b);
-    }
-    let _ = DEV_BUSY.insert(&dev, &EMPTY_BUSY, 0);
-    DEV_BUSY.get_ptr_mut(&dev)
-}
-
 /// The breakdown accumulators of a sync call on `dev` (0: unknown) starting at `start_ns`, kept
 /// in the call's in-flight entry (`inflight`).
 #[inline(always)]
 pub fn open_call(dev: u32, ino: u64, start_ns: u64) -> OpenCall {
-    let (journal_at_start, flush_at_start) = match DEV_BUSY.get_ptr_mut(&dev) {
+    let (journal_at_start, flush_at_start) = match dev_busy::get(dev) {
         // SAFETY: map value pointer, valid for this program run; copied out at once.
-        Some(b) if dev != 0 => {
+        Some(b) => {
             let b = unsafe { *b };
             (b.journal_at(start_ns), b.flush_at(start_ns))
         }
@@ -145,9 +125,7 @@ pub fn close_sync(call: &OpenCall, kind: u32, dev: u32, flags: u32, start_ns: u6
     ev.ino = call.ino;
     ev.wb_wait_ns = call.wb_wait_ns.min(duration);
     ev.throttle_ns = call.throttle_ns.min(duration);
-    if dev != 0
-        && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
-    {
+    if let Some(b) = dev_busy::get(dev) {
         // SAFETY: map value pointer, valid for this program run; copied out at once.
         let b = unsafe { *b };
         // A clock that started after the call (the device's entry was created during it)
@@ -233,7 +211,7 @@ pub fn waited(task: u64, tid: u32, dev: u32, start_ns: u64, ns: u64, cgroup_id: 
 /// A journal commit of `dev` starts.
 #[inline(always)]
 pub fn journal_start(dev: u32, t: u64) {
-    if let Some(b) = busy(dev) {
+    if let Some(b) = dev_busy::get_or_create(dev) {
         // SAFETY: map value pointer, valid for this program run.
         start_journal_period(unsafe { &mut *b }, t);
     }
@@ -243,7 +221,7 @@ pub fn journal_start(dev: u32, t: u64) {
 /// start record (see [`DevBusy::journal_tid`]).
 #[inline(always)]
 pub fn jbd2_commit_start(dev: u32, tid: u32, t: u64) {
-    if let Some(b) = busy(dev) {
+    if let Some(b) = dev_busy::get_or_create(dev) {
         // SAFETY: map value pointer, valid for this program run.
         let b = unsafe { &mut *b };
         start_journal_period(b, t);
@@ -264,7 +242,7 @@ fn start_journal_period(b: &mut DevBusy, t: u64) {
 /// if its start was not seen (then nothing changes: the next start closes the open period).
 #[inline(always)]
 pub fn jbd2_commit_end(dev: u32, tid: u32, t: u64) -> Option<u64> {
-    let b = DEV_BUSY.get_ptr_mut(&dev)?;
+    let b = dev_busy::get(dev)?;
     // SAFETY: map value pointer, valid for this program run.
     let b = unsafe { &mut *b };
     let started = b.journal_since_ns;
@@ -287,7 +265,7 @@ fn end_journal_period(b: &mut DevBusy, t: u64) {
 /// A journal commit of `dev` that started at `start_ns` ends.
 #[inline(always)]
 pub fn journal_end(dev: u32, start_ns: u64, t: u64) {
-    if let Some(b) = DEV_BUSY.get_ptr_mut(&dev) {
+    if let Some(b) = dev_busy::get(dev) {
         // SAFETY: map value pointer, valid for this program run.
         end_journal_period(unsafe { &mut *b }, t);
     }
@@ -315,7 +293,7 @@ pub fn block_issued(dev: u32, op: u32, t: u64) {
     if op != stall_layout!(op_flush) || stall_layout!(resolved) == 0 {
         return;
     }
-    if let Some(b) = busy(dev) {
+    if let Some(b) = dev_busy::get_or_create(dev) {
         add(b, 1);
         if inflight(b) == 1 {
             // SAFETY: map value pointer, valid for this program run.
@@ -347,7 +325,7 @@ fn inflight(b: *mut DevBusy) -> u64 {
 pub fn block_completed(dev: u32, op: u32, issued: u64, t: u64) {
     if op == stall_layout!(op_flush)
         && stall_layout!(resolved) != 0
-        && let Some(b) = DEV_BUSY.get_ptr_mut(&dev)
+        && let Some(b) = dev_busy::get(dev)
     {
         add(b, u64::MAX); // wrapping −1
         let left = inflight(b);

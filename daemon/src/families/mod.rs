@@ -78,6 +78,12 @@ pub trait Family: Send {
     /// Sets the family's load-time globals (resolved parts only).
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>);
 
+    /// Fills maps that the probes read from their first event on. Called once, after loading
+    /// and before any probe is attached; returns what could not be done, for the log.
+    fn prepare_maps(&self, _ebpf: &mut Ebpf) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Extra lines for `wbscope check` (what was resolved, what degrades).
     fn describe(&self) -> Vec<String> {
         Vec::new()

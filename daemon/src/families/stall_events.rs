@@ -5,6 +5,7 @@
 //! daemon keeps them in a flight recorder (`GET /stalls`), counts them
 //! (`wbscope_stalls_total`) and streams them to `wbscope trace` over a Unix socket.
 
+pub mod busy_slots;
 pub mod config;
 pub mod context;
 pub mod duration;
@@ -79,6 +80,21 @@ impl Family for StallEvents {
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         if let Some(Ok(layout)) = &self.layout {
             loader.override_global(globals::STALL_LAYOUT, layout, true);
+        }
+    }
+
+    fn prepare_maps(&self, ebpf: &mut Ebpf) -> Vec<String> {
+        match busy_slots::assign(ebpf) {
+            Ok((placed, devices)) if placed < devices => vec![format!(
+                "busy-clock slots for {placed} of {devices} block devices; the others' clocks \
+                 are in the {} hash",
+                probe_common::stall_events::maps::DEV_BUSY
+            )],
+            Ok(_) => Vec::new(),
+            Err(err) => vec![format!(
+                "busy-clock slots not written, every device's clocks are in the hash: {}",
+                crate::error_chain::error_chain(&err)
+            )],
         }
     }
 

@@ -262,6 +262,11 @@ pub fn load_and_attach(
         super::task_storage::as_hashes(object)?
     };
     let mut ebpf = loader.load(&object)?;
+    for family in families {
+        for problem in family.prepare_maps(&mut ebpf) {
+            tracing::warn!("{}: {problem}", family.name());
+        }
+    }
 
     let reports = plans
         .into_iter()
