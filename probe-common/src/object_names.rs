@@ -50,6 +50,7 @@ pub const MAPS: &[&str] = &[
     sync_calls::maps::URING_INFLIGHT,
     sync_calls::maps::MSYNC_SEEN,
     top_processes::maps::TOP_PROCESSES,
+    top_processes::maps::TOP_PROCESS_RECENT,
     writeback::maps::WB_WORK_STATS,
     writeback::maps::FLUSHER_ITEMS,
     writeback::maps::FLUSHER_ITEM_TASK,

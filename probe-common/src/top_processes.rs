@@ -10,6 +10,8 @@ use crate::user_pod;
 pub mod maps {
     /// `LruHashMap<u32 (tgid), ProcStats>`.
     pub const TOP_PROCESSES: &str = "TOP_PROCESSES";
+    /// `PerCpuArray<RecentProcess>`, one element: each CPU's most recent process.
+    pub const TOP_PROCESS_RECENT: &str = "TOP_PROCESS_RECENT";
 }
 
 /// Processes the table holds; the least recently updated one is dropped first.
@@ -30,4 +32,17 @@ pub struct ProcStats {
 }
 const _: () = assert!(core::mem::size_of::<ProcStats>() == 40);
 
-user_pod!(ProcStats);
+/// The process that last made a timed operation on a CPU, and its totals there since it became
+/// that CPU's most recent process (not yet in `TOP_PROCESSES`): a process's totals are its
+/// `TOP_PROCESSES` values plus the `RecentProcess` values of the CPUs where it is the most
+/// recent. `tgid == 0`: none yet.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecentProcess {
+    pub tgid: u32,
+    pub _reserved: u32,
+    pub stats: ProcStats,
+}
+const _: () = assert!(core::mem::size_of::<RecentProcess>() == 48);
+
+user_pod!(ProcStats, RecentProcess);

@@ -6,14 +6,14 @@
 //! protecting anything `/stalls` does not already show. It is kept out of `/metrics` on purpose:
 //! a pid label would give Prometheus one series per process.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use aya::{
     Ebpf,
-    maps::{MapData, PerCpuHashMap},
+    maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
-use probe_common::top_processes::{ProcStats, maps};
+use probe_common::top_processes::{ProcStats, RecentProcess, maps};
 use serde::{Deserialize, Serialize};
 
 use crate::{families::dirty_throttle::bdi_name, metrics::MapErrors};
@@ -94,6 +94,8 @@ pub struct ProcessesBody {
 /// The kernel table, taken out of the loaded object.
 pub struct ProcessTable {
     map: Option<PerCpuHashMap<MapData, u32, ProcStats>>,
+    /// Each CPU's most recent process, whose totals there are not in `map` yet.
+    recent: Option<PerCpuArray<MapData, RecentProcess>>,
     errors: MapErrors,
 }
 
@@ -109,30 +111,53 @@ impl ProcessTable {
                 maps::TOP_PROCESSES
             );
         }
+        let recent = ebpf
+            .take_map(maps::TOP_PROCESS_RECENT)
+            .and_then(|m| PerCpuArray::try_from(m).ok());
+        if recent.is_none() {
+            tracing::warn!(
+                "map {} missing: wbscope top misses each CPU's latest process",
+                maps::TOP_PROCESS_RECENT
+            );
+        }
         errors.register(maps::TOP_PROCESSES);
-        ProcessTable { map, errors }
+        errors.register(maps::TOP_PROCESS_RECENT);
+        ProcessTable {
+            map,
+            recent,
+            errors,
+        }
     }
 
-    /// Every process in the table. An entry that fails to read (e.g. evicted while iterating)
-    /// is counted in `wbscope_map_read_errors_total` and skipped.
+    /// Every process in the table: its per-CPU values in the table plus the CPUs' recent
+    /// elements that name it. An entry that fails to read (e.g. evicted while iterating) is
+    /// counted in `wbscope_map_read_errors_total` and skipped.
     pub fn read(&self) -> Vec<ProcRow> {
-        let Some(map) = &self.map else {
-            return Vec::new();
-        };
-        let mut rows = Vec::new();
-        for item in map.iter() {
-            match item {
-                Ok((tgid, cpus)) => {
-                    let mut row = ProcRow::from_cpus(tgid, &cpus);
-                    // Read when the table is: the kernel table keeps no cgroup, and a process
-                    // still in it usually still runs (the least recent go first).
-                    row.cgroup = cgroup_of(tgid);
-                    rows.push(row);
+        let mut by_tgid: BTreeMap<u32, Vec<ProcStats>> = BTreeMap::new();
+        if let Some(map) = &self.map {
+            for item in map.iter() {
+                match item {
+                    Ok((tgid, cpus)) => by_tgid.entry(tgid).or_default().extend(cpus.iter()),
+                    Err(_) => self.errors.count(maps::TOP_PROCESSES),
                 }
-                Err(_) => self.errors.count(maps::TOP_PROCESSES),
             }
         }
-        rows
+        if let Some(recent) = &self.recent {
+            match recent.get(&0, 0) {
+                Ok(cpus) => merge_recent(&mut by_tgid, cpus.iter()),
+                Err(_) => self.errors.count(maps::TOP_PROCESS_RECENT),
+            }
+        }
+        by_tgid
+            .into_iter()
+            .map(|(tgid, cpus)| {
+                let mut row = ProcRow::from_cpus(tgid, &cpus);
+                // Read when the table is: the kernel table keeps no cgroup, and a process
+                // still in it usually still runs (the least recent go first).
+                row.cgroup = cgroup_of(tgid);
+                row
+            })
+            .collect()
     }
 
     /// The `/top/processes` route.
@@ -140,6 +165,16 @@ impl ProcessTable {
         Router::new()
             .route(PATH, get(processes))
             .with_state(Arc::new(self))
+    }
+}
+
+/// Adds each CPU's recent process (`tgid` 0: none) to its values.
+fn merge_recent<'a>(
+    by_tgid: &mut BTreeMap<u32, Vec<ProcStats>>,
+    cpus: impl Iterator<Item = &'a RecentProcess>,
+) {
+    for r in cpus.filter(|r| r.tgid != 0) {
+        by_tgid.entry(r.tgid).or_default().push(r.stats);
     }
 }
 
@@ -176,6 +211,45 @@ mod tests {
         .unwrap();
         let back: ProcessesBody = serde_json::from_str(&json).unwrap();
         assert_eq!(back.processes, vec![row]);
+    }
+
+    #[test]
+    fn recent_elements_add_to_their_process_and_empty_ones_are_skipped() {
+        let stats = |ns: u64, calls: u64| ProcStats {
+            sync_call_ns: ns,
+            throttle_ns: 0,
+            sync_calls: calls,
+            comm: *b"db\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        };
+        let mut by_tgid = BTreeMap::new();
+        by_tgid.insert(7, vec![stats(100, 1), stats(0, 0)]);
+        let recent = [
+            RecentProcess {
+                tgid: 7,
+                _reserved: 0,
+                stats: stats(50, 2),
+            },
+            RecentProcess {
+                tgid: 9,
+                _reserved: 0,
+                stats: stats(5, 1),
+            },
+            RecentProcess::default(),
+        ];
+        merge_recent(&mut by_tgid, recent.iter());
+        let rows: Vec<ProcRow> = by_tgid
+            .iter()
+            .map(|(tgid, cpus)| ProcRow::from_cpus(*tgid, cpus))
+            .collect();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (rows[0].tgid, rows[0].sync_call_ns, rows[0].sync_calls),
+            (7, 150, 3)
+        );
+        assert_eq!(
+            (rows[1].tgid, rows[1].sync_call_ns, rows[1].comm.as_str()),
+            (9, 5, "db")
+        );
     }
 
     #[test]
