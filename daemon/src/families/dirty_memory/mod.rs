@@ -195,7 +195,8 @@ impl DirtyCollector {
     }
 
     fn system(&self, out: &mut Vec<MetricFamily>) {
-        if let Some(vmstat) = self.read(Path::new(VMSTAT)).map(|t| parse::name_values(&t)) {
+        if let Some(text) = self.read(Path::new(VMSTAT)) {
+            let vmstat = parse::name_values(&text);
             for (metric, field) in VMSTAT_METRICS {
                 let Some(pages) = vmstat.get(*field) else {
                     continue;
@@ -215,8 +216,7 @@ impl DirtyCollector {
         }
         if let Some(total) = self
             .read(Path::new(MEMINFO))
-            .map(|t| parse::byte_values(&t))
-            .and_then(|m| m.get("MemTotal").copied())
+            .and_then(|t| parse::byte_values(&t).get("MemTotal").copied())
         {
             let mut f = MetricBuilder::gauge(MEMORY_TOTAL, FAMILIES);
             f.add_gauge(&[], total as f64);
@@ -247,8 +247,8 @@ impl DirtyCollector {
         bdis.sort();
         for (bdi, path) in bdis {
             let stats_path = path.join("stats");
-            let stats = match std::fs::read_to_string(&stats_path) {
-                Ok(text) => parse::byte_values(&text),
+            let text = match std::fs::read_to_string(&stats_path) {
+                Ok(text) => text,
                 // A device removed between the listing and the read is not an error.
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(err) => {
@@ -257,6 +257,7 @@ impl DirtyCollector {
                     continue;
                 }
             };
+            let stats = parse::byte_values(&text);
             let device = devices::label_for_bdi(&bdi);
             for ((_, field), family) in BDI_METRICS.iter().zip(families.iter_mut()) {
                 if let Some(v) = stats.get(*field) {
