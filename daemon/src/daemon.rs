@@ -197,6 +197,14 @@ impl Daemon {
             registry: Arc::new(registry),
             errors: ctx.scrape_errors.clone(),
         };
+        let kernel_release = kernel.release.clone();
+        // The kernel facts (with our BTF parse) are no longer needed; aya's parse went with
+        // the attach. Hand the heap they and the object's loading used back to the kernel
+        // before the first scrape is served, so that what a scraper sees from then on is the
+        // running daemon (on a slow host the trim could finish after the first scrapes).
+        drop((kernel, families));
+        crate::memory::release_free_heap();
+        crate::memory::release_start_up_pages();
         let server = tokio::spawn(server::serve_with(
             listener,
             scrape,
@@ -205,7 +213,7 @@ impl Daemon {
                 .merge(processes.router())
                 .merge(crate::server_landing::router(
                     crate::server_landing::Landing {
-                        kernel: kernel.release.clone(),
+                        kernel: kernel_release,
                         endpoints: vec![
                             crate::server_landing::METRICS,
                             crate::server_landing::STALLS,
@@ -226,11 +234,6 @@ impl Daemon {
             loaded.attached(),
             loaded.reports.len()
         );
-        // The kernel facts (with our BTF parse) are no longer needed; aya's parse went with
-        // the attach. Hand the heap they and the object's loading used back to the kernel.
-        drop((kernel, families));
-        crate::memory::release_free_heap();
-        crate::memory::release_start_up_pages();
         Ok(Daemon {
             addr,
             config: watch::Sender::new(config.clone()),
