@@ -87,27 +87,29 @@ fn entry(pid_tgid: u64) -> Option<*mut ProcStats> {
 #[inline(always)]
 fn fold(tgid: u32, stats: &ProcStats) {
     if let Some(p) = TOP_PROCESSES.get_ptr_mut(&tgid) {
-        // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
-        let p = unsafe { &mut *p };
-        p.sync_call_ns += stats.sync_call_ns;
-        p.throttle_ns += stats.throttle_ns;
-        p.sync_calls += stats.sync_calls;
-        if p.comm[0] == 0 {
-            p.comm = stats.comm;
-        }
+        add_into(p, stats);
         return;
     }
     // BPF_NOEXIST: a thread of the same process that inserted first (on another CPU) keeps its
-    // entry; this CPU's value of it is zero then, and the totals are added to it.
+    // entry; this CPU's value of it is zero then (no name yet), and the totals are added to it.
     if TOP_PROCESSES.insert(&tgid, stats, 1).is_ok() {
         return;
     }
     if let Some(p) = TOP_PROCESSES.get_ptr_mut(&tgid) {
-        // SAFETY: as above.
-        let p = unsafe { &mut *p };
-        p.sync_call_ns += stats.sync_call_ns;
-        p.throttle_ns += stats.throttle_ns;
-        p.sync_calls += stats.sync_calls;
+        add_into(p, stats);
+    }
+}
+
+/// Adds `stats` to this CPU's value `p` of the table, which keeps the name it has (none only
+/// where the value was created zero by another CPU's insert).
+#[inline(always)]
+fn add_into(p: *mut ProcStats, stats: &ProcStats) {
+    // SAFETY: this CPU's value of a per-CPU map, valid for this program run.
+    let p = unsafe { &mut *p };
+    p.sync_call_ns += stats.sync_call_ns;
+    p.throttle_ns += stats.throttle_ns;
+    p.sync_calls += stats.sync_calls;
+    if p.comm[0] == 0 {
         p.comm = stats.comm;
     }
 }

@@ -102,24 +102,12 @@ pub struct ProcessTable {
 impl ProcessTable {
     /// Takes the map out of `ebpf` (absent from an object built without it: an empty table).
     pub fn take(ebpf: &mut Ebpf, errors: MapErrors) -> ProcessTable {
-        let map = ebpf
-            .take_map(maps::TOP_PROCESSES)
-            .and_then(|m| PerCpuHashMap::try_from(m).ok());
-        if map.is_none() {
-            tracing::warn!(
-                "map {} missing: wbscope top shows no processes",
-                maps::TOP_PROCESSES
-            );
-        }
-        let recent = ebpf
-            .take_map(maps::TOP_PROCESS_RECENT)
-            .and_then(|m| PerCpuArray::try_from(m).ok());
-        if recent.is_none() {
-            tracing::warn!(
-                "map {} missing: wbscope top misses each CPU's latest process",
-                maps::TOP_PROCESS_RECENT
-            );
-        }
+        let map = take_map(ebpf, maps::TOP_PROCESSES, "wbscope top shows no processes");
+        let recent = take_map(
+            ebpf,
+            maps::TOP_PROCESS_RECENT,
+            "wbscope top misses each CPU's latest process",
+        );
         errors.register(maps::TOP_PROCESSES);
         errors.register(maps::TOP_PROCESS_RECENT);
         ProcessTable {
@@ -166,6 +154,15 @@ impl ProcessTable {
             .route(PATH, get(processes))
             .with_state(Arc::new(self))
     }
+}
+
+/// Map `name` of `ebpf` as a `T`, or `None` with a warning that says what is lost (`without`).
+fn take_map<T: TryFrom<aya::maps::Map>>(ebpf: &mut Ebpf, name: &str, without: &str) -> Option<T> {
+    let map = ebpf.take_map(name).and_then(|m| T::try_from(m).ok());
+    if map.is_none() {
+        tracing::warn!("map {name} missing: {without}");
+    }
+    map
 }
 
 /// Adds each CPU's recent process (`tgid` 0: none) to its values.
