@@ -170,12 +170,13 @@ pub fn run_check(verbose: bool, config: &Config) -> Result<CheckOutcome, DaemonE
     let total = loaded.reports.len();
     let skipped = count(&loaded.reports, |s| matches!(s, AttachStatus::Skipped(_)));
     let disabled = count(&loaded.reports, |s| matches!(s, AttachStatus::Disabled));
+    let replaced = count(&loaded.reports, |s| matches!(s, AttachStatus::Replaced(_)));
     // The first line's shape is parsed by the vm tier and the benchmark: keep it.
     let _ = writeln!(text, "\n{attached} of {total} probes attach on this kernel");
     let _ = writeln!(
         text,
-        "{skipped} skipped (this kernel cannot support them), {disabled} disabled by config, \
-         {failed} failed"
+        "{skipped} skipped (this kernel cannot support them), {replaced} not needed (another \
+         probe does their work here), {disabled} disabled by config, {failed} failed"
     );
     let (family_names, _) = crate::config::probe_names();
     let _ = writeln!(
@@ -237,6 +238,7 @@ pub fn format_reports(reports: &[ProbeReport], verbose: bool) -> String {
             AttachStatus::Attached => "attached".to_owned(),
             AttachStatus::Disabled => "disabled by config".to_owned(),
             AttachStatus::Skipped(why) => format!("skipped: {why}"),
+            AttachStatus::Replaced(why) => format!("not needed: {why}"),
             AttachStatus::Failed(why) if verbose => format!("FAILED: {why}"),
             AttachStatus::Failed(why) => {
                 format!(

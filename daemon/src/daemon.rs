@@ -396,6 +396,7 @@ fn log_reports(reports: &[ProbeReport]) {
             },
             AttachStatus::Disabled => tracing::info!("probe {program} disabled by config"),
             AttachStatus::Skipped(why) => tracing::warn!("probe {program} skipped: {why}"),
+            AttachStatus::Replaced(why) => tracing::info!("probe {program} not needed: {why}"),
             AttachStatus::Failed(why) => tracing::warn!("probe {program} failed: {why}"),
         }
     }

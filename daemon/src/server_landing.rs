@@ -66,13 +66,15 @@ fn escape(text: &str) -> String {
 }
 
 impl Landing {
-    /// Counts of attached, skipped (the kernel cannot support them), disabled and failed probes.
+    /// Counts of attached, skipped (the kernel cannot support them, or another probe does their
+    /// work), disabled and failed probes.
     pub fn counts(&self) -> [usize; 4] {
         let mut counts = [0; 4];
         for report in &self.probes {
             counts[match report.status {
                 AttachStatus::Attached => 0,
-                AttachStatus::Skipped(_) => 1,
+                // Counted with the skipped: not attached, and not a failure.
+                AttachStatus::Skipped(_) | AttachStatus::Replaced(_) => 1,
                 AttachStatus::Disabled => 2,
                 AttachStatus::Failed(_) => 3,
             }] += 1;
@@ -115,7 +117,7 @@ impl Landing {
         let _ = write!(
             html,
             "<h2>Probes</h2><p>{attached} of {} attached; {skipped} skipped (this kernel cannot \
-             support them), {disabled} disabled by config, {failed} failed. \
+             support them, or another probe does their work here), {disabled} disabled by config, {failed} failed. \
              <code>wbscope check</code> on the host explains each.</p>",
             self.probes.len()
         );
@@ -129,6 +131,7 @@ impl Landing {
             for report in not_attached {
                 let why = match &report.status {
                     AttachStatus::Skipped(why) => format!("skipped: {why}"),
+                    AttachStatus::Replaced(why) => format!("not needed: {why}"),
                     AttachStatus::Disabled => "disabled by config".to_owned(),
                     AttachStatus::Failed(why) => {
                         format!("FAILED: {}", why.lines().next().unwrap_or_default())

@@ -356,9 +356,22 @@ fn tid() -> u32 {
 
 /// Who is writing back in thread `tid`. With `opens_pass`, the thread's sync call or flusher
 /// inode is marked as having a per-folio pass, which its end then forgets.
+///
+/// A user task is in a sync call or in an io-wq worker; a kernel thread is the flusher or other.
+/// So the task's `mm` (kernel threads have none) decides which one per-thread lookup is made:
+/// the loop and jbd2 threads' passes made two lookups and a name copy before.
 #[inline(always)]
 fn caller(tid: u32, opens_pass: bool) -> WbCaller {
-    if let Some(call) = inflight::current(tid) {
+    // Unknown (`None`) where the offset is unresolved: every lookup is made then.
+    let mm_offset = load_time_task_mm();
+    let kernel_thread = if mm_offset == 0 {
+        None
+    } else {
+        current_task::is_kernel_thread(mm_offset)
+    };
+    if kernel_thread != Some(true)
+        && let Some(call) = inflight::current(tid)
+    {
         // SAFETY: a value pointer of this map, valid for this program run; only this thread
         // writes its own entry.
         let call = unsafe { &mut *call };
@@ -367,7 +380,8 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         }
         return WbCaller::for_raw_syscall(call.start.syscall);
     }
-    if let Some(state) = flusher_state(tid, false)
+    if kernel_thread != Some(false)
+        && let Some(state) = flusher_state(tid, false)
         // SAFETY: a map or task storage value pointer, valid for this program run.
         && unsafe { *state } != NOT_IN_INODE
     {
@@ -377,6 +391,10 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         }
         return WbCaller::Flusher;
     }
+    if kernel_thread == Some(true) {
+        // io-wq workers share their process's `mm` (before 5.12 too, through use_mm()).
+        return WbCaller::Other;
+    }
     let comm = current_task::comm();
     let mut head = [0u8; 8];
     head.copy_from_slice(&comm[..8]);
@@ -384,6 +402,17 @@ fn caller(tid: u32, opens_pass: bool) -> WbCaller {
         return WbCaller::IoUring;
     }
     WbCaller::Other
+}
+
+/// `task_struct.mm`'s offset (0 while unresolved: every task then takes every lookup).
+#[inline(always)]
+fn load_time_task_mm() -> u32 {
+    // `Global<T>` is `repr(transparent)` over `MaybeUninit<T>`, which has `T`'s layout.
+    let layout = (&raw const WBC_LAYOUT).cast::<WbcLayout>();
+    // SAFETY: a read of a member of an initialised static; volatile, so that LLVM does not fold
+    // in the compile-time value the daemon replaces at load time. One member instead of the
+    // whole layout (`Global::load`).
+    unsafe { core::ptr::read_volatile(&raw const (*layout).task_mm) }
 }
 
 #[inline(always)]

@@ -3,14 +3,15 @@
 //! `tp_btf/folio_wait_writeback(struct folio *, struct address_space *)` fires in
 //! mm/page-writeback.c `folio_wait_writeback()` (and `folio_wait_writeback_killable()`) once per
 //! loop iteration, right before `folio_wait_bit(folio, PG_writeback)` (or its killable
-//! variant); the tracepoint has no end event. The wait ends in one of two ways:
+//! variant); the tracepoint has no end event. The wait ends in one of three ways, the first the
+//! kernel allows:
 //! - **fexit** (`fexit_end`), where the kernel accepts fexit and tracing programs have task
 //!   storage: at the return of that `folio_wait_bit()` / `folio_wait_bit_killable()` of the same
-//!   folio and bit. Exact, and it costs nothing on context switches: no sched_switch program is
-//!   attached at all then.
-//! - **sched_switch** elsewhere (this module): from the tracepoint to the task's next switch-in
-//!   after the wait's sleep. How that sleep is recognised differs: with task storage, see
-//!   below; without it (5.10):
+//!   folio and bit. Exact, and nothing runs on context switches or wake-ups.
+//! - **sched_wakeup** (`wakeup_end`), where tracing programs have task storage (5.13+): at the
+//!   waiter's wake-up from the wait's I/O sleep.
+//! - **sched_switch** elsewhere (5.10, this module): from the tracepoint to the task's next
+//!   switch-in after the wait's sleep:
 //!   - at the tracepoint, store `{ts, dev}` for the thread;
 //!   - `tp_btf/sched_switch(preempt, prev, next, prev_state)` with prev == that thread and
 //!     `prev_state & TASK_UNINTERRUPTIBLE` within [`MAX_GAP_NS`] of CPU time after the
@@ -21,30 +22,20 @@
 //!   - sched_switch with next == that thread and marked: duration = now − ts (it includes the
 //!     run-queue delay after the wake-up, which the waiter suffers too).
 //!
-//! Both ends take only waits that slept: the tracepoint stores the thread's `nvcsw` (voluntary
-//! context switches), and a wait whose `nvcsw` did not move did not sleep.
-//!
-//! sched_switch is the hottest hook there is (about 18 runs per fio write+fsync). Where tracing
-//! programs have task storage (5.13+, see `task_storage`), the wait is a value of the thread's
-//! own task storage, and sched_switch looks only at the task being switched in, and only when it
-//! comes back from an I/O sleep: `folio_wait_bit()` sleeps in `io_schedule()`, which sets the
-//! task's `in_iowait` bit until the task runs on. Every other switch costs one load and a
-//! branch. The wait's sleep is the first voluntary switch after the tracepoint: the tracepoint
-//! stores the thread's `nvcsw` (incremented before the switch-out is traced), and the I/O sleep
-//! that ends with `nvcsw` one higher is the wait's. A wait that
-//! did not sleep (writeback ended first) is dropped at the thread's next I/O-sleep switch-in
-//! (`nvcsw` moved on further), or replaced by its next wait; preemptions (`nivcsw`) never count.
-//! The one case this can take for a wait is a wait that did not sleep followed, without any
-//! voluntary switch between, by another I/O sleep (a flush or a read); the switch-out rule it
-//! replaces (a D-state sleep within 1 ms of CPU time) took the same case. A wait ends by
-//! clearing `start_ns`, with no map update. Elsewhere (5.10) it lives in a hash by thread id,
-//! and sched_switch exits after one read of a global counter of pending entries while no wait is
-//! pending, and otherwise looks a thread up in the hash only if a per-bucket counter says it may
-//! have an entry. Kernels before 5.18 have no `prev_state` argument; `prev_state` reads the
-//! task's state there.
+//! All ends take only waits that slept. With task storage the tracepoint stores the thread's
+//! `nvcsw` (voluntary context switches): a wait whose `nvcsw` did not move did not sleep, and the
+//! wait's sleep is the first voluntary switch after the tracepoint. The one case this can take
+//! for a wait is a wait that did not sleep followed, without any voluntary switch between, by
+//! another I/O sleep (a flush or a read); the switch-out rule of the hash path (a D-state sleep
+//! within 1 ms of CPU time) takes the same case. A wait ends by clearing `start_ns`, with no map
+//! update. On 5.10 it lives in a hash by thread id, and sched_switch exits after one read of a
+//! global counter of pending entries while no wait is pending, and otherwise looks a thread up
+//! in the hash only if a per-bucket counter says it may have an entry. Kernels before 5.18 have
+//! no `prev_state` argument; `prev_state` reads the task's state there.
 
 mod fexit_end;
 mod prev_state;
+mod wakeup_end;
 
 use aya_ebpf::{
     Global,
@@ -238,8 +229,10 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
 
 #[inline(always)]
 fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
+    // Where tracing programs have task storage the waits end at the wake-up (`wakeup_end`)
+    // and this program is not attached; the check keeps the hash path the only one verified.
     if task_storage::available() {
-        return sched_switch_task_storage(ctx);
+        return None;
     }
     // The early exit: one map read while nothing is pending.
     if *FOLIO_WAITS_PENDING.get(0)? == 0 {
@@ -283,37 +276,6 @@ fn try_sched_switch(ctx: &BtfTracePointContext) -> Option<()> {
     let wait = copy_of(wait);
     forget(next_tid);
     ended(next, next_tid, &wait, t)
-}
-
-/// sched_switch where waits live in task storage: only the task switched in after an I/O sleep
-/// is looked at (see the module comment), and only its own value is touched.
-#[inline(always)]
-fn sched_switch_task_storage(ctx: &BtfTracePointContext) -> Option<()> {
-    let next = ctx.arg::<u64>(2);
-    let l = FOLIO_WAIT_LAYOUT.load();
-    let flags: u8 = load(next, l.task_in_iowait);
-    if flags as u32 & l.in_iowait_mask == 0 {
-        return None;
-    }
-    // A task without any BPF storage has no wait: one load instead of a helper call.
-    if task_storage::none_on(next, l.task_bpf_storage) {
-        return None;
-    }
-    let wait = task_storage::get::<_, PendingWait>(&FOLIO_WAIT_TASK, next, false)?;
-    // SAFETY: a task storage value pointer, valid for this program run; only the thread's own
-    // tracepoint and its switches touch it.
-    let wait = unsafe { &mut *wait };
-    if wait.start_ns == 0 {
-        return None;
-    }
-    let ended_wait = copy_of(wait);
-    wait.start_ns = 0;
-    // Any other count: the wait did not sleep, and this I/O sleep is something else's.
-    if load::<u64>(next, l.task_nvcsw) != ended_wait.nvcsw.wrapping_add(1) {
-        return None;
-    }
-    let next_tid = load::<u32>(next, l.task_pid);
-    ended(next, next_tid, &ended_wait, now())
 }
 
 /// Writes `wait` to the value at `dst` member by member. A whole-struct copy of this size is

@@ -163,8 +163,8 @@ mod tests {
         );
     }
 
-    const WAIT_END: ProbeSpec =
-        ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch").with_fentry_pair(
+    const WAIT_END: ProbeSpec = ProbeSpec::btf_tracepoint("folio_wait_end", "sched_wakeup")
+        .with_fentry_pair(
             "folio_wait_bit_exit",
             true,
             &["folio_wait_bit"],
@@ -194,15 +194,15 @@ mod tests {
         assert!(lines[0].contains("(1 of 1 probes attached"), "{lines:#?}");
         assert_eq!(
             lines[1],
-            "writeback waits: folio_wait_sched_switch on fexit folio_wait_bit and \
+            "writeback waits: folio_wait_end on fexit folio_wait_bit and \
              folio_wait_bit_killable"
         );
-        let refused = [wait_end("tp_btf sched_switch", Some("EPERM"))];
+        let refused = [wait_end("tp_btf sched_wakeup", Some("EPERM"))];
         let lines = describe(&refused, HookChoice::Auto);
         assert_eq!(
             lines[1],
-            "writeback waits: folio_wait_sched_switch on tp_btf sched_switch (fentry/fexit not \
-             used: EPERM)"
+            "writeback waits: folio_wait_end on tp_btf sched_wakeup (fentry/fexit not used: \
+             EPERM)"
         );
         assert_eq!(
             lines[2],

@@ -70,6 +70,12 @@ pub trait Family: Send {
     /// Why `probe` cannot work with the resolved layout, if it cannot.
     fn gap(&self, probe: &ProbeSpec) -> Option<String>;
 
+    /// Why `probe` is not needed on this kernel, if another probe of the family does its work
+    /// here (one of two alternatives for different kernels). Checked before `gap`.
+    fn replaced(&self, _probe: &ProbeSpec) -> Option<String> {
+        None
+    }
+
     /// Why `probe`'s fentry program cannot work with the resolved layout, if it cannot.
     fn fentry_gap(&self, _probe: &ProbeSpec) -> Option<String> {
         None

@@ -1,7 +1,8 @@
 //! Waits on pages under writeback: `tp_btf/folio_wait_writeback` (`wait_on_page_writeback`
-//! before 5.16) paired with the return of the `folio_wait_bit()` it calls (fexit) where the
-//! kernel accepts fexit and tracing programs have task storage, else with `tp_btf/sched_switch`;
-//! and `wbscope_writeback_wait_duration_seconds{device}`.
+//! before 5.16) paired, where tracing programs have task storage, with the return of the
+//! `folio_wait_bit()` it calls (fexit) where the kernel accepts fexit, else with the waiter's
+//! wake-up (`tp_btf/sched_wakeup`); on older kernels with `tp_btf/sched_switch`. And
+//! `wbscope_writeback_wait_duration_seconds{device}`.
 
 use crate::{families::Part, kernel::LayoutError};
 use aya::{Ebpf, EbpfLoader};
@@ -29,10 +30,11 @@ const PROBES: &[ProbeSpec] = &[
         "folio_wait_writeback",
         "wait_on_page_writeback",
     ),
-    // The wait's end. fexit on the function the wait sleeps in, where the kernel allows it,
-    // spares every context switch of the host a program run (sched_switch runs about 40 times
-    // per fio write+fsync); `probes.sync_call_hook` chooses between them as for the sync calls.
-    ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch").with_fentry_pair(
+    // The wait's end where tracing programs have task storage: fexit on the function the wait
+    // sleeps in where the kernel allows it, else the waiter's wake-up (sched_wakeup runs about
+    // 12 times per fio write+fsync, and only its I/O-sleep wake-ups do more than one load);
+    // `probes.sync_call_hook` chooses between them as for the sync calls.
+    ProbeSpec::btf_tracepoint("folio_wait_end", "sched_wakeup").with_fentry_pair(
         "folio_wait_bit_exit",
         true,
         &["folio_wait_bit", "wait_on_page_bit"],
@@ -41,6 +43,9 @@ const PROBES: &[ProbeSpec] = &[
             functions: &["folio_wait_bit_killable", "wait_on_page_bit_killable"],
         },
     ),
+    // The wait's end where they have not (5.10): the waiter's next switch-in, with the pending
+    // waits in a hash by thread id.
+    ProbeSpec::btf_tracepoint("folio_wait_sched_switch", "sched_switch"),
 ];
 
 // The object names its maps after these (checked by `probes::object_names`).
@@ -49,8 +54,8 @@ use probe_common::writeback_wait::maps::WRITEBACK_WAIT;
 const FAMILIES: &[(&str, &str)] = &[(
     "wbscope_writeback_wait_duration_seconds",
     "Time tasks slept waiting on pages under writeback (folio_wait_writeback until the wait \
-     returns, or the task's next switch-in where fexit is unavailable), by the device of the \
-     file's filesystem.",
+     returns, or where fexit is unavailable until the task's wake-up, or its next switch-in \
+     before 5.13), by the device of the file's filesystem.",
 )];
 
 /// The writeback-wait family.
@@ -62,6 +67,9 @@ pub struct WritebackWait {
     prev_state: Part<PrevStateSource>,
     /// Why the fexit end cannot be used on this kernel, if it cannot.
     fexit_gap: Option<String>,
+    /// Whether tracing programs have task storage here: it decides which of the two ends is
+    /// attached (see [`PROBES`]).
+    task_storage: bool,
 }
 
 /// The wait tracepoints by name, newest first; the mapping is argument #1 of each.
@@ -121,11 +129,10 @@ fn fexit_gap(
     kernel: &KernelInfo,
     layout: &Result<(FolioWaitLayout, TaskState), LayoutError>,
 ) -> Option<String> {
-    let btf = match kernel.btf() {
-        Ok(btf) => btf,
-        Err(e) => return Some(e.to_string()),
-    };
-    if task_access::current_task(btf).task_storage == 0 {
+    if let Err(e) = kernel.btf() {
+        return Some(e.to_string());
+    }
+    if !has_task_storage(kernel) {
         return Some(
             "the fexit end keeps the wait in task storage, which tracing programs lack on this \
              kernel (5.13+)"
@@ -138,6 +145,13 @@ fn fexit_gap(
         }
         _ => None,
     }
+}
+
+/// Whether tracing programs have task storage on this kernel (5.13+).
+fn has_task_storage(kernel: &KernelInfo) -> bool {
+    kernel
+        .btf()
+        .is_ok_and(|btf| task_access::current_task(btf).task_storage != 0)
 }
 
 impl Family for WritebackWait {
@@ -155,13 +169,35 @@ impl Family for WritebackWait {
             self.task_state_source = task_state.source;
         }
         self.fexit_gap = fexit_gap(kernel, &resolved);
+        self.task_storage = has_task_storage(kernel);
         self.layout = Some(resolved.map(|(layout, _)| layout));
         self.prev_state = Some(kernel.btf().and_then(task_access::prev_state_source));
     }
 
-    fn gap(&self, _probe: &ProbeSpec) -> Option<String> {
-        // Neither probe measures anything without the other.
-        gap_of(&self.layout).or_else(|| gap_of(&self.prev_state))
+    fn replaced(&self, probe: &ProbeSpec) -> Option<String> {
+        match (probe.program, self.task_storage) {
+            ("folio_wait_end", false) => Some(
+                "folio_wait_sched_switch ends the waits on this kernel (folio_wait_end keeps \
+                 them in task storage, which tracing programs lack before 5.13)"
+                    .to_owned(),
+            ),
+            ("folio_wait_sched_switch", true) => Some(
+                "folio_wait_end ends the waits on this kernel (tracing programs have task \
+                 storage)"
+                    .to_owned(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn gap(&self, probe: &ProbeSpec) -> Option<String> {
+        // Neither end measures anything without the tracepoint's layout; only the sched_switch
+        // end reads the previous task's state.
+        gap_of(&self.layout).or_else(|| {
+            (probe.program == "folio_wait_sched_switch")
+                .then(|| gap_of(&self.prev_state))
+                .flatten()
+        })
     }
 
     fn fentry_gap(&self, _probe: &ProbeSpec) -> Option<String> {
@@ -169,8 +205,11 @@ impl Family for WritebackWait {
     }
 
     fn set_globals<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
-        if let (Some(Ok(layout)), Some(Ok(prev_state))) = (&self.layout, &self.prev_state) {
+        // The sched_switch end needs both; the other ends only the layout.
+        if let Some(Ok(layout)) = &self.layout {
             loader.override_global(globals::FOLIO_WAIT_LAYOUT, layout, true);
+        }
+        if let Some(Ok(prev_state)) = &self.prev_state {
             loader.override_global(globals::PREV_STATE_SOURCE, prev_state, true);
         }
     }

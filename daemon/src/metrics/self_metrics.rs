@@ -138,7 +138,10 @@ impl Collector for SelfCollector {
             let reason = match report.status {
                 AttachStatus::Skipped(_) => Some("kernel"),
                 AttachStatus::Disabled => Some("config"),
-                AttachStatus::Attached | AttachStatus::Failed(_) => None,
+                // Not a gap: its family's other end does the work.
+                AttachStatus::Attached | AttachStatus::Replaced(_) | AttachStatus::Failed(_) => {
+                    None
+                }
             };
             if let Some(reason) = reason {
                 unsupported.add_gauge(&[("probe", report.spec.program), ("reason", reason)], 1.0);

@@ -56,6 +56,9 @@ pub enum AttachStatus {
     Disabled,
     /// Cannot work on this kernel (missing hook or layout); the text says why.
     Skipped(String),
+    /// Not needed on this kernel: another probe of its family does its work here (the text
+    /// names it and says why), e.g. the writeback waits' two ends, one per kind of kernel.
+    Replaced(String),
     /// The kernel refused it (verifier, attach); the text is the kernel's answer.
     Failed(String),
 }
@@ -349,6 +352,9 @@ pub(super) fn plan_one(
         .any(|d| d == spec.program || d == family.name())
     {
         return Err(AttachStatus::Disabled);
+    }
+    if let Some(why) = family.replaced(spec) {
+        return Err(AttachStatus::Replaced(why));
     }
     if let Some(why) = hook_gap(spec, kernel).or_else(|| family.gap(spec)) {
         return Err(AttachStatus::Skipped(why));

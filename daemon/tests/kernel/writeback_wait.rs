@@ -8,7 +8,7 @@ use std::{
 };
 
 use testkit::{FsKind, LoopFs, workload};
-use wbscope::probes::HookChoice;
+use wbscope::probes::{AttachStatus, HookChoice};
 
 use crate::{
     bpftrace::Bpftrace,
@@ -30,30 +30,59 @@ fn wait_event() -> &'static str {
     }
 }
 
-/// Where the kernel accepts fentry (the sync calls got it) and tracing programs have task
-/// storage, the waits end on fexit and no sched_switch program runs; elsewhere on sched_switch,
-/// with the reason reported. Returns whether the end is on fexit.
+/// Where tracing programs have task storage, the waits end in `folio_wait_end`: on fexit where
+/// the kernel accepts fentry (the sync calls got it), and no program runs on wake-ups or context
+/// switches; else on sched_wakeup, with the reason reported, and no sched_switch program is
+/// attached. Without task storage (5.10) they end in `folio_wait_sched_switch`, and
+/// `folio_wait_end` is reported as not needed, saying why. Returns whether the end is on fexit.
 fn assert_wait_end_hook(daemon: &TestDaemon) -> bool {
     let reports = daemon.reports();
-    let end = reports
-        .iter()
-        .find(|r| r.spec.program == "folio_wait_sched_switch")
-        .expect("the wait-end probe's report");
+    let report = |program: &str| {
+        reports
+            .iter()
+            .find(|r| r.spec.program == program)
+            .unwrap_or_else(|| panic!("no report of {program}"))
+    };
+    let (end, switch) = (report("folio_wait_end"), report("folio_wait_sched_switch"));
     let fentry_accepted = reports
         .iter()
         .any(|r| r.family == "sync calls" && r.on_fentry());
     let why = end.fentry_not_used.as_deref();
-    eprintln!("wait end: {} (fentry/fexit not used: {why:?})", end.hook);
-    assert!(end.status.is_attached(), "wait end: {:?}", end.status);
-    let no_task_storage = why.is_some_and(|w| w.contains("task storage"));
-    if fentry_accepted && !no_task_storage {
+    eprintln!(
+        "wait end: {} {:?} (fentry/fexit not used: {why:?}); sched_switch end: {:?}",
+        end.hook, end.status, switch.status
+    );
+    if !end.status.is_attached() {
+        assert!(
+            matches!(&end.status, AttachStatus::Replaced(why) if why.contains("task storage")),
+            "folio_wait_end: {:?}",
+            end.status
+        );
+        assert!(
+            switch.status.is_attached(),
+            "sched_switch end: {:?}",
+            switch.status
+        );
+        return false;
+    }
+    assert!(
+        matches!(&switch.status, AttachStatus::Replaced(why) if why.contains("folio_wait_end")),
+        "the sched_switch end beside {}: {:?}",
+        end.hook,
+        switch.status
+    );
+    if fentry_accepted {
         assert!(
             end.on_fentry() && end.hook.starts_with("fexit folio_wait_bit"),
             "this kernel accepts fentry, but the waits end on {} ({why:?})",
             end.hook
         );
     } else {
-        assert!(why.is_some(), "on {} without a reason", end.hook);
+        assert!(
+            end.hook == "tp_btf sched_wakeup" && why.is_some(),
+            "the waits end on {} ({why:?})",
+            end.hook
+        );
     }
     end.on_fentry()
 }
@@ -111,7 +140,7 @@ fn attempt(daemon: &TestDaemon, file: &mut File, bdi: &str, device: &str) -> Obs
 /// device: fdatasync spends its time waiting for those pages, so the device's wait histogram
 /// rises, and its `_sum` is at most the fdatasync's duration and more than half of it. On the
 /// default hooks (the end on fexit where the kernel allows it), and where that was fexit, once
-/// more with the end on sched_switch (`probes.sync_call_hook = "tracepoint"`): both ends measure
+/// more with the end on sched_wakeup (`probes.sync_call_hook = "tracepoint"`): both ends measure
 /// the same waits.
 ///
 /// The sum is per device, so a wait by any other thread on the same pages would add to it. Two
@@ -145,7 +174,11 @@ fn measure(fs: &LoopFs, path: &std::path::Path, hook: HookChoice) -> bool {
     let daemon = start(hook);
     let on_fexit = assert_wait_end_hook(&daemon);
     let mut file = workload::open_for_write(path).expect("open");
-    let end = if on_fexit { "fexit" } else { "sched_switch" };
+    let end = if on_fexit {
+        "fexit"
+    } else {
+        "wake-up or sched_switch"
+    };
 
     let mut clean = None;
     for n in 1..=ATTEMPTS {

@@ -457,7 +457,7 @@ fn without_tracefs_and_cap_sys_admin_the_btf_tracepoints_still_attach() {
         "block_rq_complete",
         "block_bio_queue",
         "folio_wait_writeback",
-        "folio_wait_sched_switch",
+        "folio_wait_end",
     ] {
         assert_eq!(attached(btf), 1.0, "tp_btf {btf}; log:\n{}", daemon.log());
     }

@@ -1,6 +1,6 @@
 //! The end of a writeback wait at the return of the `folio_wait_bit()` it sleeps in (fexit),
 //! where the kernel accepts fexit and tracing programs have task storage: no program runs on
-//! context switches then (see the parent module).
+//! wake-ups or context switches then (see the parent module).
 //!
 //! `folio_wait_writeback()` calls `folio_wait_bit(folio, PG_writeback)` right after its
 //! tracepoint, `folio_wait_writeback_killable()` calls `folio_wait_bit_killable(folio,
@@ -8,9 +8,9 @@
 //! instead of the folio). Both functions also serve other bits (`PG_locked` for page-cache reads)
 //! and other callers, so a return ends the thread's pending wait only if it is for the same
 //! folio and `PG_writeback`. A pending wait whose thread did not switch voluntarily in between
-//! (`nvcsw` unchanged) did not sleep (the writeback ended first) and is dropped, as the
-//! sched_switch end drops it; one that slept is timed to the return, which includes the
-//! run-queue delay after the wake-up, as the sched_switch end's does.
+//! (`nvcsw` unchanged) did not sleep (the writeback ended first) and is dropped, as the other
+//! ends drop it; one that slept is timed to the return, which includes the run-queue delay
+//! after the wake-up, as the 5.10 sched_switch end's does (the wake-up end's does not).
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
