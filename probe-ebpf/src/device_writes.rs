@@ -25,7 +25,6 @@
 //! workqueue worker, its task storage only where the register cannot tell. No shared cache line
 //! is written. The benchmark measures the total against the same runs with the family disabled.
 
-use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use probe_common::device_writes::{
     DevWriteLayout, NO_WORK, PF_IO_WORKER, PF_KTHREAD, PF_WQ_WORKER, WriteSource, counts_as_written,
 };
@@ -90,7 +89,7 @@ pub fn attribute(bio: u64, op: u32) -> Option<Attribution> {
     let typed = task.map_or(0, |t| t.typed_ptr());
     who.source = if flags & PF_KTHREAD == 0 {
         if let Some(call) = may_have_storage(task)
-            .then(|| inflight::of(typed, hash_tid()))
+            .then(|| inflight::of(typed, task_storage::hash_tid()))
             .flatten()
         {
             // SAFETY: a map or task storage value pointer, valid for this program run.
@@ -140,23 +139,12 @@ fn flusher_item(task: Option<current_task::Current>, typed: u64) -> Option<(u32,
         Registered::NoItem => None,
         Registered::Unknown => {
             let item = may_have_storage(task)
-                .then(|| writeback::open_item_of_task(typed, hash_tid()))
+                .then(|| writeback::open_item_of_task(typed, task_storage::hash_tid()))
                 .flatten()?;
             // SAFETY: a map or task storage value pointer, valid for this program run.
             let item = unsafe { &*item };
             Some((item.key.sync_mode, item.key.reason))
         }
-    }
-}
-
-/// The thread id, only where per-thread state is keyed by it (5.10); task storage needs none,
-/// and a helper call per bio is saved.
-#[inline(always)]
-fn hash_tid() -> u32 {
-    if task_storage::available() {
-        0
-    } else {
-        bpf_get_current_pid_tgid() as u32
     }
 }
 

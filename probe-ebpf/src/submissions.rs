@@ -30,7 +30,6 @@
 
 use aya_ebpf::{
     Global,
-    helpers::bpf_get_current_pid_tgid,
     macros::{btf_tracepoint, map},
     maps::{LruHashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
@@ -349,9 +348,11 @@ pub(crate) fn end_pass(tid: u32) {
     }
 }
 
+/// The key of this thread's entries in the hashes of kernels without task storage (its thread
+/// id); 0 where task storage holds them, which saves a helper call per event.
 #[inline(always)]
 fn tid() -> u32 {
-    bpf_get_current_pid_tgid() as u32
+    task_storage::hash_tid()
 }
 
 /// Who is writing back in thread `tid`. With `opens_pass`, the thread's sync call or flusher

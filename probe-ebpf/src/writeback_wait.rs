@@ -188,7 +188,6 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
     if l.resolved == 0 {
         return None;
     }
-    let tid = bpf_get_current_pid_tgid() as u32;
     let folio = arg_u64(ctx, 0).unwrap_or(0);
     let dev = arg_u64(ctx, 1)
         .and_then(|mapping| dev_of_mapping(&l, mapping))
@@ -213,6 +212,8 @@ fn try_folio_wait_writeback(ctx: &BtfTracePointContext) -> Option<()> {
         unsafe { store(v, &wait) };
         return Some(());
     }
+    // Only the hash is keyed by thread id: the helper call is not made where task storage is.
+    let tid = bpf_get_current_pid_tgid() as u32;
     if FOLIO_WAITS.insert(&tid, &wait, BPF_NOEXIST).is_ok() {
         count(tid, 1);
     } else if let Some(existing) = FOLIO_WAITS.get_ptr_mut(&tid) {

@@ -54,6 +54,17 @@ pub fn available() -> bool {
     super::current_task::task_storage()
 }
 
+/// The current thread id where per-thread state is keyed by it (the hashes of 5.10), else 0:
+/// task storage needs none, and the helper call is saved.
+#[inline(always)]
+pub fn hash_tid() -> u32 {
+    if available() {
+        0
+    } else {
+        aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+    }
+}
+
 /// True when the BTF-typed `task` has no BPF storage at all: its `task_struct.bpf_storage`
 /// (at `bpf_storage_offset`; 0: unknown, never true) is null. One load instead of a get that
 /// would find nothing.

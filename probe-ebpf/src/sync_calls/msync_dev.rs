@@ -17,7 +17,6 @@
 
 use aya_ebpf::{
     Global,
-    helpers::bpf_get_current_pid_tgid,
     macros::{map, tracepoint},
     maps::Array,
     programs::TracePointContext,
@@ -83,7 +82,7 @@ fn fill_msync_dev(ctx: &TracePointContext, dev_offset: u32) {
     if dev_offset == 0 || !msync_seen() {
         return;
     }
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let tid = crate::kernel::task_storage::hash_tid();
     let Some(start) = crate::kernel::inflight::current(tid) else {
         return;
     };
