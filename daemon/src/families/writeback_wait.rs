@@ -245,6 +245,30 @@ impl Family for WritebackWait {
 mod tests {
     use super::*;
 
+    /// Exactly one of the two ends applies on any kernel: the wake-up/fexit end where tracing
+    /// programs have task storage, the sched_switch end where they have not; the other is
+    /// reported as not needed, naming the one that does the work.
+    #[test]
+    fn one_wait_end_per_kind_of_kernel() {
+        let [_, end, switch] = PROBES else {
+            panic!("the family's probes changed: {PROBES:?}");
+        };
+        for task_storage in [true, false] {
+            let family = WritebackWait {
+                task_storage,
+                ..WritebackWait::default()
+            };
+            let (needed, other, doer) = if task_storage {
+                (end, switch, end.program)
+            } else {
+                (switch, end, switch.program)
+            };
+            assert_eq!(family.replaced(needed), None, "task storage {task_storage}");
+            let why = family.replaced(other).expect("the other end is not needed");
+            assert!(why.starts_with(doer), "task storage {task_storage}: {why}");
+        }
+    }
+
     /// On a machine with tracefs and BTF, the layout resolves and TASK_UNINTERRUPTIBLE is one bit.
     #[test]
     fn resolves_on_the_running_kernel() {
