@@ -170,8 +170,7 @@ pub fn run_check(verbose: bool, config: &Config) -> Result<CheckOutcome, DaemonE
     let skipped = count(&loaded.reports, |s| matches!(s, AttachStatus::Skipped(_)));
     let disabled = count(&loaded.reports, |s| matches!(s, AttachStatus::Disabled));
     let replaced = count(&loaded.reports, |s| matches!(s, AttachStatus::Replaced(_)));
-    // A probe another one stands in for on this kernel is no probe this kernel lacks.
-    let total = loaded.reports.len() - replaced;
+    let total = loaded.applicable();
     // The first line's shape is parsed by the vm tier and the benchmark: keep it.
     let _ = writeln!(text, "\n{attached} of {total} probes attach on this kernel");
     let _ = writeln!(

@@ -232,7 +232,7 @@ impl Daemon {
             "serving {}://{addr}/metrics with {} of {} probes attached",
             web.scheme(),
             loaded.attached(),
-            loaded.reports.len()
+            loaded.applicable()
         );
         Ok(Daemon {
             addr,

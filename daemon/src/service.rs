@@ -9,7 +9,7 @@ use crate::{
     config::Config,
     daemon::{Daemon, DaemonError},
     notify::{Notifier, monotonic_usec},
-    probes::ProbeReport,
+    probes::{AttachStatus, ProbeReport},
     server,
 };
 
@@ -140,10 +140,14 @@ fn status_line(daemon: &Daemon) -> String {
     )
 }
 
-/// `29 of 29 probes attached (writeback 5/5, sync_calls 12/12)`, families in report order.
+/// `29 of 29 probes attached (writeback 5/5, sync_calls 12/12)`, families in report order. A
+/// probe another one stands in for on this kernel (`Replaced`) is not counted, as in `check`.
 pub fn attached_summary(reports: &[ProbeReport]) -> String {
     let mut families: Vec<(&str, usize, usize)> = Vec::new();
-    for r in reports {
+    let applicable = reports
+        .iter()
+        .filter(|r| !matches!(r.status, AttachStatus::Replaced(_)));
+    for r in applicable {
         let attached = usize::from(r.status.is_attached());
         match families.iter_mut().find(|(name, _, _)| *name == r.family) {
             Some(entry) => {
@@ -158,9 +162,9 @@ pub fn attached_summary(reports: &[ProbeReport]) -> String {
         .iter()
         .map(|(name, a, t)| format!("{name} {a}/{t}"))
         .collect();
+    let total: usize = families.iter().map(|f| f.2).sum();
     format!(
-        "{attached} of {} probes attached ({})",
-        reports.len(),
+        "{attached} of {total} probes attached ({})",
         per_family.join(", ")
     )
 }
@@ -168,7 +172,7 @@ pub fn attached_summary(reports: &[ProbeReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probes::{AttachStatus, ProbeSpec};
+    use crate::probes::ProbeSpec;
 
     fn report(family: &'static str, status: AttachStatus) -> ProbeReport {
         ProbeReport {
@@ -187,10 +191,12 @@ mod tests {
             report("sync_calls", AttachStatus::Attached),
             report("writeback", AttachStatus::Skipped("no hook".into())),
             report("sync_calls", AttachStatus::Attached),
+            report("waits", AttachStatus::Attached),
+            report("waits", AttachStatus::Replaced("the other end".into())),
         ];
         assert_eq!(
             attached_summary(&reports),
-            "3 of 4 probes attached (writeback 1/2, sync_calls 2/2)"
+            "4 of 5 probes attached (writeback 1/2, sync_calls 2/2, waits 1/1)"
         );
     }
 }

@@ -135,6 +135,15 @@ impl LoadedProbes {
             .filter(|r| r.status.is_attached())
             .count()
     }
+
+    /// Number of probes that apply on this kernel: all but those another probe stands in for
+    /// (`Replaced`), which are no probe this kernel lacks.
+    pub fn applicable(&self) -> usize {
+        self.reports
+            .iter()
+            .filter(|r| !matches!(r.status, AttachStatus::Replaced(_)))
+            .count()
+    }
 }
 
 /// What to try for one probe, decided while our BTF parse is still there.

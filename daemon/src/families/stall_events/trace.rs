@@ -350,7 +350,7 @@ fn standalone(
         eprintln!(
             "wbscope trace: {} of {} probes attached; stalls of at least {:.1} ms (Ctrl-C to stop)",
             loaded.probes.attached(),
-            loaded.probes.reports.len(),
+            loaded.probes.applicable(),
             args.min as f64 / 1e6
         );
         if !header(args.json) || limits.expired() {
