@@ -23,20 +23,6 @@ mod stall_log;
 #[path = "smoke/top.rs"]
 mod top;
 
-/// The probe names `wbscope check` lists (first column of its table), but for the ones it
-/// reports as not needed on this kernel.
-fn probe_names(check_stdout: &str) -> Vec<String> {
-    check_stdout
-        .lines()
-        .skip_while(|l| !l.starts_with("PROBE "))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        // A probe another one stands in for on this kernel is not one it has to attach.
-        .filter(|l| !l.contains("not needed: "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect()
-}
-
 fn binary() -> PathBuf {
     let path = std::env::var_os("WBSCOPE_BIN")
         .map(PathBuf::from)
@@ -89,7 +75,7 @@ fn check_reports_every_probe_attached() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     print!("{stdout}");
     assert!(output.status.success(), "check failed: {}", stderr(&output));
-    let probes = probe_names(&stdout);
+    let probes = testkit::check_table::probe_names(&stdout);
     assert!(probes.len() >= 9, "too few probes listed: {probes:?}");
     for probe in &probes {
         let line = stdout
@@ -112,7 +98,9 @@ fn check_reports_every_probe_attached() {
 #[test]
 #[ignore = "needs root and the release binary: run with cargo xtask test"]
 fn serves_valid_metrics_and_detaches_everything_on_sigterm() {
-    let probes = probe_names(&String::from_utf8_lossy(&run_to_exit(&["check"]).stdout));
+    let probes = testkit::check_table::probe_names(&String::from_utf8_lossy(
+        &run_to_exit(&["check"]).stdout,
+    ));
     let addr = free_addr();
     let listen = addr.to_string();
     let child = Command::new(binary())

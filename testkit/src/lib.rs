@@ -10,6 +10,7 @@
 pub mod bpf_programs;
 pub mod bpftrace;
 pub mod cgroup2;
+pub mod check_table;
 mod error;
 mod loopfs;
 pub mod metrics;

@@ -135,21 +135,12 @@ impl Drop for Wbscope {
     }
 }
 
-/// The probe names `wbscope check` lists (first column of its table), but for the ones it
-/// reports as not needed on this kernel.
+/// The probe names `wbscope check` lists (`testkit::check_table::probe_names`).
 pub fn probe_names() -> Vec<String> {
     let output = Command::new(binary())
         .arg("check")
         .output()
         .expect("run wbscope check");
     assert!(output.status.success(), "wbscope check failed");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .skip_while(|l| !l.starts_with("PROBE "))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        // A probe another one stands in for on this kernel loads nothing.
-        .filter(|l| !l.contains("not needed: "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect()
+    testkit::check_table::probe_names(&String::from_utf8_lossy(&output.stdout))
 }
