@@ -39,6 +39,9 @@ use crate::{host, run, setup};
 /// Size of the sparse image behind the benchmark filesystem (fio's file plus the buffered one).
 const FS_MIB: u64 = 4096;
 
+/// Paired rounds of the per-bio phase: four in each attach order.
+const BIO_COST_ROUNDS: usize = 8;
+
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args, Debug, Default)]
 pub struct BenchArgs {
@@ -53,6 +56,10 @@ pub struct BenchArgs {
     /// goes to target/bench/SOAK.md unless --out is given.
     #[arg(long, conflicts_with = "quick")]
     pub soak_only: bool,
+    /// Only what device writes by source add per bio (eight paired fio rounds, about 4 minutes):
+    /// the report goes to target/bench/BIO-COST.md unless --out is given.
+    #[arg(long, conflicts_with_all = ["quick", "soak_only"])]
+    pub bio_cost_only: bool,
     /// Interleaved A/B pairs per workload (ignored with --quick).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
     pub pairs: u64,
@@ -102,6 +109,8 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     let out = args.out.clone().unwrap_or_else(|| {
         if args.soak_only {
             pins.root.join("target/bench/SOAK.md")
+        } else if args.bio_cost_only {
+            pins.root.join("target/bench/BIO-COST.md")
         } else if args.quick {
             pins.root.join("target/bench/BENCHMARKS-quick.md")
         } else {
@@ -141,6 +150,8 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     };
     let failures = if args.soak_only {
         measure_soak(&ctx, &mut report)
+    } else if args.bio_cost_only {
+        measure_bio_cost(&ctx, &mut report)
     } else {
         measure_all(&ctx, &probes, &mut report)
     };
@@ -155,6 +166,8 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     let mut expected = expected_rows(&ctx.plan, &probes);
     if args.soak_only {
         expected.retain(|r| r.starts_with("soak/"));
+    } else if args.bio_cost_only {
+        expected.retain(|r| r.starts_with("bio-cost/"));
     }
     let missing = report.missing(&expected);
     if !failures.is_empty() || !missing.is_empty() {
@@ -178,6 +191,25 @@ fn measure_soak(ctx: &Ctx, report: &mut Report) -> Vec<String> {
             println!("[bench] phase soak FAILED: {e:#}");
             report.sections.push(Section::failed("soak", "Soak", &e));
             vec!["soak".to_owned()]
+        }
+    }
+}
+
+/// Runs the per-bio phase alone (`--bio-cost-only`). Returns the failed phase, if it failed.
+fn measure_bio_cost(ctx: &Ctx, report: &mut Report) -> Vec<String> {
+    match bio_cost::run(ctx, BIO_COST_ROUNDS) {
+        Ok(b) => {
+            report.sections.push(bio_cost::section(&b));
+            Vec::new()
+        }
+        Err(e) => {
+            println!("[bench] phase bio-cost FAILED: {e:#}");
+            report.sections.push(Section::failed(
+                "bio-cost",
+                "What device writes by source add per bio",
+                &e,
+            ));
+            vec!["bio-cost".to_owned()]
         }
     }
 }
@@ -219,7 +251,7 @@ fn measure_all(ctx: &Ctx, probes: &[Probe], report: &mut Report) -> Vec<String> 
     }
     sections.push(ab::section(&ab_results));
 
-    let bio = bio_cost::run(ctx, if ctx.plan.quick { 1 } else { 3 });
+    let bio = bio_cost::run(ctx, if ctx.plan.quick { 2 } else { BIO_COST_ROUNDS });
     let result = bio.as_ref().map(bio_cost::section);
     let result = result.map_err(|e| anyhow::anyhow!("{e:#}"));
     sections.push(keep(
@@ -290,7 +322,13 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
     for r in ["throughput", "fsync-p99"] {
         rows.push(format!("ab/fio/{r}"));
     }
-    for r in ["with", "without", "addition"] {
+    for r in [
+        "with",
+        "without",
+        "addition-on-first",
+        "addition-on-second",
+        "addition",
+    ] {
         rows.push(format!("bio-cost/{r}"));
     }
     for r in ["throughput", "sync-time"] {

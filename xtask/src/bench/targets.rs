@@ -222,10 +222,13 @@ fn bio_row(s: &mut Section, bio: Option<&BioCost>) {
     let addition = bio.and_then(BioCost::addition_ns);
     let text = bio.and_then(|b| {
         Some(format!(
-            "block_bio_queue {:.0} ns with, {:.0} ns without: {:+.0} ns per bio",
-            median(&b.with)?,
-            median(&b.without)?,
-            b.addition_ns()?
+            "block_bio_queue on the same bios, {:.0} ns with, {:.0} ns without: {:+.0} ns per \
+             bio (attached first {:+.0}, second {:+.0})",
+            median(&b.with())?,
+            median(&b.without())?,
+            b.addition_ns()?,
+            b.addition_in_order(true)?,
+            b.addition_in_order(false)?
         ))
     });
     s.row(
