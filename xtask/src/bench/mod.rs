@@ -30,7 +30,7 @@ use testkit::{FsKind, LoopFs};
 
 use self::alternatives::Alternative;
 use self::daemon::Probe;
-use self::plan::Plan;
+use self::plan::{Phases, Plan};
 use self::report::{Header, Report, Section};
 use self::workloads::Workload;
 use crate::pins::Pins;
@@ -106,6 +106,15 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     if args.soak_only && plan.soak_secs == 0 {
         bail!("--soak-only needs --soak MINUTES of at least 1");
     }
+    let phases = if args.soak_only {
+        Phases::SoakOnly
+    } else if args.bio_cost_only {
+        Phases::BioCostOnly {
+            rounds: BIO_COST_ROUNDS,
+        }
+    } else {
+        Phases::All
+    };
     let out = args.out.clone().unwrap_or_else(|| {
         if args.soak_only {
             pins.root.join("target/bench/SOAK.md")
@@ -131,7 +140,7 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     std::fs::create_dir(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
     println!(
         "[bench] {} on {} ({}); logs in {}",
-        plan.describe(),
+        plan.describe_phases(phases),
         fs.device_path().display(),
         fs.kind().fstype(),
         log_dir.display()
@@ -145,7 +154,7 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     };
     let load_start = procfs::loadavg();
     let mut report = Report {
-        header: header(&ctx, &probes),
+        header: header(&ctx, &probes, phases),
         sections: Vec::new(),
     };
     let failures = if args.soak_only {
@@ -375,7 +384,7 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
     rows
 }
 
-fn header(ctx: &Ctx, probes: &[Probe]) -> Header {
+fn header(ctx: &Ctx, probes: &[Probe], phases: Phases) -> Header {
     let args: Vec<String> = std::env::args().skip(1).collect();
     Header {
         command: format!("cargo xtask {}", args.join(" ")),
@@ -388,7 +397,7 @@ fn header(ctx: &Ctx, probes: &[Probe]) -> Header {
             .filter(|p| p.attached)
             .map(|p| format!("{} ({})", p.name, p.hook))
             .collect(),
-        mode: ctx.plan.describe(),
+        mode: ctx.plan.describe_phases(phases),
     }
 }
 

@@ -5,6 +5,17 @@ use std::time::Duration;
 
 use super::workloads::Sizes;
 
+/// Which phases a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phases {
+    /// Every phase of the plan.
+    All,
+    /// The soak alone (`--soak-only`).
+    SoakOnly,
+    /// The per-bio cost of the device-writes family alone (`--bio-cost-only`).
+    BioCostOnly { rounds: usize },
+}
+
 /// Sizes, repetitions and durations of every phase.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -72,6 +83,19 @@ impl Plan {
         }
     }
 
+    /// What a run of `phases` measures, with the parameters a reader needs to judge the figures.
+    pub fn describe_phases(&self, phases: Phases) -> String {
+        match phases {
+            Phases::All => self.describe(),
+            Phases::SoakOnly => format!("soak only: {} s", self.soak_secs),
+            Phases::BioCostOnly { rounds } => format!(
+                "per-bio phase only: {rounds} rounds of fio {} s on a {} MiB file under two \
+                 daemons at once",
+                self.sizes.fio_secs, self.sizes.fio_file_mib
+            ),
+        }
+    }
+
     /// `full` or `quick`, with the parameters a reader needs to judge the figures.
     pub fn describe(&self) -> String {
         let soak = if self.soak_secs == 0 {
@@ -89,5 +113,23 @@ impl Plan {
             self.pairs,
             self.daemon_phase_secs,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_run_says_which_phases_it_measured() {
+        let plan = Plan::full(8, 30);
+        let bio = plan.describe_phases(Phases::BioCostOnly { rounds: 8 });
+        assert!(
+            bio.starts_with("per-bio phase only: 8 rounds of fio 20 s"),
+            "{bio}"
+        );
+        assert!(!bio.contains("soak"), "{bio}");
+        assert_eq!(plan.describe_phases(Phases::SoakOnly), "soak only: 1800 s");
+        assert_eq!(plan.describe_phases(Phases::All), plan.describe());
     }
 }
