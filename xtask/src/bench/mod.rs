@@ -103,9 +103,8 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     } else {
         Plan::full(usize::try_from(args.pairs)?, args.soak)
     };
-    if args.soak_only && plan.soak_secs == 0 {
-        bail!("--soak-only needs --soak MINUTES of at least 1");
-    }
+    // The one place the phase flags are read: the report's path, header, phases and expected
+    // rows all follow `phases`.
     let phases = if args.soak_only {
         Phases::SoakOnly
     } else if args.bio_cost_only {
@@ -115,16 +114,14 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     } else {
         Phases::All
     };
-    let out = args.out.clone().unwrap_or_else(|| {
-        if args.soak_only {
-            pins.root.join("target/bench/SOAK.md")
-        } else if args.bio_cost_only {
-            pins.root.join("target/bench/BIO-COST.md")
-        } else if args.quick {
-            pins.root.join("target/bench/BENCHMARKS-quick.md")
-        } else {
-            pins.root.join("BENCHMARKS.md")
-        }
+    if phases == Phases::SoakOnly && plan.soak_secs == 0 {
+        bail!("--soak-only needs --soak MINUTES of at least 1");
+    }
+    let out = args.out.clone().unwrap_or_else(|| match phases {
+        Phases::SoakOnly => pins.root.join("target/bench/SOAK.md"),
+        Phases::BioCostOnly { .. } => pins.root.join("target/bench/BIO-COST.md"),
+        Phases::All if args.quick => pins.root.join("target/bench/BENCHMARKS-quick.md"),
+        Phases::All => pins.root.join("BENCHMARKS.md"),
     });
     let log_dir = pins.root.join("target/bench/logs");
     if log_dir.exists() {
@@ -157,12 +154,10 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
         header: header(&ctx, &probes, phases),
         sections: Vec::new(),
     };
-    let failures = if args.soak_only {
-        measure_soak(&ctx, &mut report)
-    } else if args.bio_cost_only {
-        measure_bio_cost(&ctx, &mut report)
-    } else {
-        measure_all(&ctx, &probes, &mut report)
+    let failures = match phases {
+        Phases::SoakOnly => measure_soak(&ctx, &mut report),
+        Phases::BioCostOnly { rounds } => measure_bio_cost(&ctx, rounds, &mut report),
+        Phases::All => measure_all(&ctx, &probes, &mut report),
     };
     report.header.load = format!("{load_start} → {}", procfs::loadavg());
     drop(fs);
@@ -173,10 +168,10 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     println!("\n{}", report.markdown());
     println!("[bench] report written to {}", out.display());
     let mut expected = expected_rows(&ctx.plan, &probes);
-    if args.soak_only {
-        expected.retain(|r| r.starts_with("soak/"));
-    } else if args.bio_cost_only {
-        expected.retain(|r| r.starts_with("bio-cost/"));
+    match phases {
+        Phases::SoakOnly => expected.retain(|r| r.starts_with("soak/")),
+        Phases::BioCostOnly { .. } => expected.retain(|r| r.starts_with("bio-cost/")),
+        Phases::All => {}
     }
     let missing = report.missing(&expected);
     if !failures.is_empty() || !missing.is_empty() {
@@ -205,8 +200,8 @@ fn measure_soak(ctx: &Ctx, report: &mut Report) -> Vec<String> {
 }
 
 /// Runs the per-bio phase alone (`--bio-cost-only`). Returns the failed phase, if it failed.
-fn measure_bio_cost(ctx: &Ctx, report: &mut Report) -> Vec<String> {
-    match bio_cost::run(ctx, BIO_COST_ROUNDS) {
+fn measure_bio_cost(ctx: &Ctx, rounds: usize, report: &mut Report) -> Vec<String> {
+    match bio_cost::run(ctx, rounds) {
         Ok(b) => {
             report.sections.push(bio_cost::section(&b));
             Vec::new()
