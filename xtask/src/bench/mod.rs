@@ -332,6 +332,7 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
         "addition-on-first",
         "addition-on-second",
         "addition",
+        "addition-interval",
     ] {
         rows.push(format!("bio-cost/{r}"));
     }

@@ -221,9 +221,12 @@ fn syscall_row(s: &mut Section, c: Option<&SyscallCost>) {
 fn bio_row(s: &mut Section, bio: Option<&BioCost>) {
     let addition = bio.and_then(BioCost::addition_ns);
     let text = bio.and_then(|b| {
+        let interval = b.addition_interval().map_or(String::new(), |(lo, hi)| {
+            format!("; 90 % interval {lo:+.0} … {hi:+.0}")
+        });
         Some(format!(
             "block_bio_queue on the same bios, {:.0} ns with, {:.0} ns without: {:+.0} ns per \
-             bio (attached first {:+.0}, second {:+.0})",
+             bio (attached first {:+.0}, second {:+.0}{interval})",
             median(&b.with())?,
             median(&b.without())?,
             b.addition_ns()?,
