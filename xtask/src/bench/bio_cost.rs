@@ -76,11 +76,12 @@ impl BioCost {
     /// resampled on their own): how far the figure could move with other rounds on this host.
     /// `None` unless both orders were measured.
     pub fn addition_interval(&self) -> Option<(f64, f64)> {
-        let groups = self.additions_by_order();
-        if groups.iter().any(Vec::is_empty) {
-            return None;
-        }
-        bootstrap_interval(&groups, mean_of_order_medians, BOOTSTRAP_DRAWS, 0.9)
+        bootstrap_interval(
+            &self.additions_by_order(),
+            mean_of_order_medians,
+            BOOTSTRAP_DRAWS,
+            0.9,
+        )
     }
 
     /// The per-round additions with the family attached first, then second.
