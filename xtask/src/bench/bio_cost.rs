@@ -56,13 +56,17 @@ impl BioCost {
     /// The median addition of the rounds in which the family's daemon attached first
     /// (`on_first`) or second.
     pub fn addition_in_order(&self, on_first: bool) -> Option<f64> {
-        let additions: Vec<f64> = self
-            .rounds
+        median(&self.additions_in_order(on_first))
+    }
+
+    /// The per-round additions of the rounds in which the family's daemon attached first
+    /// (`on_first`) or second.
+    fn additions_in_order(&self, on_first: bool) -> Vec<f64> {
+        self.rounds
             .iter()
             .filter(|r| r.on_first == on_first)
             .map(|r| r.with - r.without)
-            .collect();
-        median(&additions)
+            .collect()
     }
 
     /// ns per bio the family adds: the mean of the two attach orders' median additions, which
@@ -86,16 +90,10 @@ impl BioCost {
 
     /// The per-round additions with the family attached first, then second.
     fn additions_by_order(&self) -> Vec<Vec<f64>> {
-        [true, false]
-            .iter()
-            .map(|first| {
-                self.rounds
-                    .iter()
-                    .filter(|r| r.on_first == *first)
-                    .map(|r| r.with - r.without)
-                    .collect()
-            })
-            .collect()
+        vec![
+            self.additions_in_order(true),
+            self.additions_in_order(false),
+        ]
     }
 }
 
@@ -236,11 +234,7 @@ pub fn section(cost: &BioCost) -> Section {
             "added, family's program attached second",
         ),
     ] {
-        let n = cost
-            .rounds
-            .iter()
-            .filter(|r| r.on_first == on_first)
-            .count();
+        let n = cost.additions_in_order(on_first).len();
         s.row(
             key,
             vec![
