@@ -15,6 +15,7 @@ pub mod layout;
 pub mod layout_error;
 pub mod mounts;
 pub mod task_access;
+pub mod text_file;
 pub mod tracefs;
 
 /// Where the kernel's own type information lives.

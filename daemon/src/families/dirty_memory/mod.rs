@@ -13,7 +13,7 @@ use prometheus::{
 
 use super::{CollectorContext, Family, KernelInfo};
 use crate::{
-    kernel::{debugfs, devices},
+    kernel::{debugfs, devices, text_file},
     metrics::{describe, proto::MetricBuilder},
     probes::ProbeSpec,
 };
@@ -25,7 +25,7 @@ const MEMINFO: &str = "/proc/meminfo";
 const PSI_IO: &str = "/proc/pressure/io";
 
 /// System gauges and counters: metric, /proc/vmstat field (pages).
-const VMSTAT_METRICS: &[(&str, &str)] = &[
+const VMSTAT_METRICS: [(&str, &str); 6] = [
     ("wbscope_dirty_bytes", "nr_dirty"),
     ("wbscope_writeback_bytes", "nr_writeback"),
     ("wbscope_dirty_threshold_bytes", "nr_dirty_threshold"),
@@ -38,7 +38,7 @@ const VMSTAT_METRICS: &[(&str, &str)] = &[
 ];
 
 /// Per-device gauges: metric, debugfs bdi stats field (already in bytes, from its kB unit).
-const BDI_METRICS: &[(&str, &str)] = &[
+const BDI_METRICS: [(&str, &str); 4] = [
     ("wbscope_bdi_dirty_bytes", "BdiReclaimable"),
     ("wbscope_bdi_writeback_bytes", "BdiWriteback"),
     ("wbscope_bdi_dirty_threshold_bytes", "BdiDirtyThresh"),
@@ -183,10 +183,10 @@ struct DirtyCollector {
 }
 
 impl DirtyCollector {
-    /// Reads a kernel text file that was there at start; a failure costs only that file's
-    /// series and is counted and logged as a scrape error.
-    fn read(&self, path: &Path) -> Option<String> {
-        std::fs::read_to_string(path)
+    /// Reads a kernel text file that was there at start and parses it; a failure costs only
+    /// that file's series and is counted and logged as a scrape error.
+    fn read<R>(&self, path: &Path, parse: impl FnOnce(&str) -> R) -> Option<R> {
+        text_file::with_text(path, parse)
             .map_err(|e| {
                 self.errors
                     .count(SCRAPE_FAMILY, &path.display().to_string(), &e)
@@ -195,10 +195,10 @@ impl DirtyCollector {
     }
 
     fn system(&self, out: &mut Vec<MetricFamily>) {
-        if let Some(text) = self.read(Path::new(VMSTAT)) {
-            let vmstat = parse::name_values(&text);
-            for (metric, field) in VMSTAT_METRICS {
-                let Some(pages) = vmstat.get(*field) else {
+        let fields = VMSTAT_METRICS.map(|(_, field)| field);
+        if let Some(pages) = self.read(Path::new(VMSTAT), |t| parse::name_values(t, fields)) {
+            for ((metric, _), pages) in VMSTAT_METRICS.iter().zip(pages) {
+                let Some(pages) = pages else {
                     continue;
                 };
                 let bytes = pages.saturating_mul(self.page_size) as f64;
@@ -214,9 +214,8 @@ impl DirtyCollector {
                 out.extend(family.finish());
             }
         }
-        if let Some(total) = self
-            .read(Path::new(MEMINFO))
-            .and_then(|t| parse::byte_values(&t).get("MemTotal").copied())
+        if let Some([Some(total)]) =
+            self.read(Path::new(MEMINFO), |t| parse::byte_values(t, ["MemTotal"]))
         {
             let mut f = MetricBuilder::gauge(MEMORY_TOTAL, FAMILIES);
             f.add_gauge(&[], total as f64);
@@ -245,10 +244,11 @@ impl DirtyCollector {
             .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
             .collect();
         bdis.sort();
+        let fields = BDI_METRICS.map(|(_, field)| field);
         for (bdi, path) in bdis {
             let stats_path = path.join("stats");
-            let text = match std::fs::read_to_string(&stats_path) {
-                Ok(text) => text,
+            let stats = match text_file::with_text(&stats_path, |t| parse::byte_values(t, fields)) {
+                Ok(stats) => stats,
                 // A device removed between the listing and the read is not an error.
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(err) => {
@@ -257,11 +257,10 @@ impl DirtyCollector {
                     continue;
                 }
             };
-            let stats = parse::byte_values(&text);
             let device = devices::label_for_bdi(&bdi);
-            for ((_, field), family) in BDI_METRICS.iter().zip(families.iter_mut()) {
-                if let Some(v) = stats.get(*field) {
-                    family.add_gauge(&[("device", device.as_str())], *v as f64);
+            for (value, family) in stats.into_iter().zip(families.iter_mut()) {
+                if let Some(v) = value {
+                    family.add_gauge(&[("device", device.as_str())], v as f64);
                 }
             }
         }
@@ -272,10 +271,9 @@ impl DirtyCollector {
         if !self.psi {
             return;
         }
-        let Some(text) = self.read(Path::new(PSI_IO)) else {
+        let Some((some, full)) = self.read(Path::new(PSI_IO), parse::psi_totals) else {
             return;
         };
-        let (some, full) = parse::psi_totals(&text);
         for (metric, total_us) in [(PSI_SOME, some), (PSI_FULL, full)] {
             if let Some(us) = total_us {
                 let mut f = MetricBuilder::counter(metric, FAMILIES);

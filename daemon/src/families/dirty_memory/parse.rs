@@ -2,39 +2,50 @@
 //! /proc/meminfo, debugfs `bdi/MAJ:MIN/stats` and /proc/pressure/io. Lines that do not parse are
 //! skipped, never guessed: a kernel that renames or re-units a field loses that one series.
 
-use std::collections::BTreeMap;
-
-/// `name value` lines (/proc/vmstat): counts, in pages where the name says so. The names borrow
-/// from `text`: a scrape parses vmstat's ~180 lines and keeps six, so no name is copied.
-pub fn name_values(text: &str) -> BTreeMap<&str, u64> {
-    text.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let (name, value) = (words.next()?, words.next()?);
-            if words.next().is_some() {
-                return None;
-            }
-            Some((name, value.parse().ok()?))
-        })
-        .collect()
+/// The values of the `name value` lines (/proc/vmstat: counts, in pages where the name says
+/// so) named in `names`, in their order: a scrape keeps six of vmstat's ~180 lines, so nothing
+/// is collected for the others (no map, no copy).
+pub fn name_values<const N: usize>(text: &str, names: [&str; N]) -> [Option<u64>; N] {
+    let mut out = [None; N];
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        if let Some(i) = names.iter().position(|n| *n == name) {
+            out[i] = value.parse().ok();
+        }
+    }
+    out
 }
 
-/// `Name:   value [unit]` lines (/proc/meminfo, debugfs bdi stats), converted to bytes (or bytes
-/// per second) using the unit the kernel printed. Lines without a unit, or with one this parser
-/// does not know, are left out: their values are not byte amounts. The names borrow from `text`.
-pub fn byte_values(text: &str) -> BTreeMap<&str, u64> {
-    text.lines()
-        .filter_map(|line| {
-            let (name, rest) = line.split_once(':')?;
-            let mut words = rest.split_whitespace();
-            let value: u64 = words.next()?.parse().ok()?;
-            let scale = unit_scale(words.next()?)?;
-            if words.next().is_some() {
-                return None;
-            }
-            Some((name.trim(), value.checked_mul(scale)?))
-        })
-        .collect()
+/// The values of the `Name:   value [unit]` lines (/proc/meminfo, debugfs bdi stats) named in
+/// `names`, in their order, converted to bytes (or bytes per second) using the unit the kernel
+/// printed. Lines without a unit, or with one this parser does not know, give `None`: their
+/// values are not byte amounts.
+pub fn byte_values<const N: usize>(text: &str, names: [&str; N]) -> [Option<u64>; N] {
+    let mut out = [None; N];
+    for line in text.lines() {
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Some(i) = names.iter().position(|n| *n == name.trim()) else {
+            continue;
+        };
+        out[i] = byte_amount(rest);
+    }
+    out
+}
+
+/// `value unit` in bytes.
+fn byte_amount(rest: &str) -> Option<u64> {
+    let mut words = rest.split_whitespace();
+    let value: u64 = words.next()?.parse().ok()?;
+    let scale = unit_scale(words.next()?)?;
+    if words.next().is_some() {
+        return None;
+    }
+    value.checked_mul(scale)
 }
 
 /// Bytes per unit for the units the kernel prints in these files (`kB` is KiB in both; the
@@ -73,10 +84,14 @@ mod tests {
 
     #[test]
     fn vmstat_lines() {
-        let v = name_values("nr_dirty 159004\nnr_writeback 0\nbroken line here\nnr_x abc\n");
-        assert_eq!(v.get("nr_dirty"), Some(&159004));
-        assert_eq!(v.get("nr_writeback"), Some(&0));
-        assert_eq!(v.len(), 2);
+        let text = "nr_dirty 159004\nnr_writeback 0\nbroken line here\nnr_x abc\n";
+        assert_eq!(
+            name_values(
+                text,
+                ["nr_writeback", "nr_dirty", "nr_x", "broken", "nr_absent"]
+            ),
+            [Some(0), Some(159004), None, None, None]
+        );
     }
 
     #[test]
@@ -85,21 +100,35 @@ mod tests {
                     BdiDirtyThresh:        4585580 kB\nBdiWriteBandwidth:       22280 kBps\n\
                     b_dirty:                  1676\nstate:                       5\n\
                     Weird:                  7 furlongs\n";
-        let v = byte_values(text);
-        assert_eq!(v.get("BdiWriteback"), Some(&0));
-        assert_eq!(v.get("BdiReclaimable"), Some(&(690584 << 10)));
-        assert_eq!(v.get("BdiDirtyThresh"), Some(&(4585580 << 10)));
-        assert_eq!(v.get("BdiWriteBandwidth"), Some(&(22280 << 10)));
+        let v = byte_values(
+            text,
+            [
+                "BdiWriteback",
+                "BdiReclaimable",
+                "BdiDirtyThresh",
+                "BdiWriteBandwidth",
+            ],
+        );
+        assert_eq!(
+            v,
+            [
+                Some(0),
+                Some(690584 << 10),
+                Some(4585580 << 10),
+                Some(22280 << 10)
+            ]
+        );
         // Counts and unknown units are not byte amounts.
-        assert_eq!(v.get("b_dirty"), None);
-        assert_eq!(v.get("Weird"), None);
+        assert_eq!(byte_values(text, ["b_dirty", "Weird", "Absent"]), [None; 3]);
     }
 
     #[test]
     fn meminfo_lines() {
-        let v = byte_values("MemTotal:       24684084 kB\nHugePages_Total:       0\n");
-        assert_eq!(v.get("MemTotal"), Some(&(24684084 << 10)));
-        assert_eq!(v.get("HugePages_Total"), None);
+        let text = "MemTotal:       24684084 kB\nHugePages_Total:       0\n";
+        assert_eq!(
+            byte_values(text, ["MemTotal", "HugePages_Total"]),
+            [Some(24684084 << 10), None]
+        );
     }
 
     #[test]

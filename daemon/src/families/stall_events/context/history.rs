@@ -19,7 +19,7 @@ use crate::{
         dirty_memory::parse::byte_values,
         writeback::{bdi_name, sync_mode_label},
     },
-    kernel::{debugfs, devices},
+    kernel::{debugfs, devices, text_file},
 };
 
 /// How far back samples and work items are kept: a stall longer than this gets a window that
@@ -261,13 +261,14 @@ impl History {
             .filter_map(|dev| {
                 let (major, minor) = devices::split_kernel_dev(dev);
                 let path = self.bdi_dir.join(format!("{major}:{minor}")).join("stats");
-                let text = std::fs::read_to_string(path).ok()?;
-                let v = byte_values(&text);
-                let get = |k: &str| v.get(k).copied().unwrap_or(0);
+                let [dirty, writeback, limit] = text_file::with_text(&path, |t| {
+                    byte_values(t, ["BdiReclaimable", "BdiWriteback", "BdiDirtyThresh"])
+                })
+                .ok()?;
                 let state = BdiState {
-                    dirty: get("BdiReclaimable"),
-                    writeback: get("BdiWriteback"),
-                    limit: get("BdiDirtyThresh"),
+                    dirty: dirty.unwrap_or(0),
+                    writeback: writeback.unwrap_or(0),
+                    limit: limit.unwrap_or(0),
                 };
                 Some((dev, state))
             })
