@@ -1,6 +1,11 @@
 //! Naming devices as in /sys/class/block, so `device` labels join with node_exporter's.
 
-use std::path::Path;
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{LazyLock, Mutex},
+    time::{Duration, Instant},
+};
 
 /// Splits a kernel `dev_t` (`MAJOR << 20 | MINOR`, as in tracepoints and `super_block.s_dev`).
 pub fn split_kernel_dev(dev: u32) -> (u32, u32) {
@@ -11,7 +16,60 @@ pub fn split_kernel_dev(dev: u32) -> (u32, u32) {
 /// `/sys/dev/block/MAJ:MIN` link; `MAJ:MIN` itself when it is not a block device (btrfs anonymous
 /// devices, fuse, nfs), as docs/metrics.md documents.
 pub fn block_name(major: u32, minor: u32) -> String {
-    block_name_under(Path::new("/sys/dev/block"), major, minor)
+    if major == UNNAMED_MAJOR {
+        return format!("{major}:{minor}");
+    }
+    NAMES.name(major, minor, Instant::now(), |major, minor| {
+        block_name_under(Path::new("/sys/dev/block"), major, minor)
+    })
+}
+
+/// How long a device name read from sysfs is reused. A scrape names the same devices in many
+/// families (the root disk came up nine times in one scrape), and each lookup is a path walk
+/// through sysfs; within this time a scrape reads each device's link once. Short, because a
+/// `dev_t` freed by a removed device can be handed to a new one with another name (NVMe
+/// namespaces share the dynamic block major): a series keeps an old name at most this long.
+const NAME_REUSE: Duration = Duration::from_secs(2);
+
+/// Names kept at most; past it, expired names are dropped before a new one is added.
+const NAMES_KEPT: usize = 4096;
+
+static NAMES: LazyLock<NameCache> = LazyLock::new(NameCache::default);
+
+/// Device names by `(major, minor)`, each with the time it was read.
+#[derive(Default)]
+struct NameCache {
+    names: Mutex<HashMap<(u32, u32), (String, Instant)>>,
+}
+
+impl NameCache {
+    /// The name of `major:minor`, from `lookup` unless it was read less than [`NAME_REUSE`]
+    /// before `now`.
+    fn name(
+        &self,
+        major: u32,
+        minor: u32,
+        now: Instant,
+        lookup: impl FnOnce(u32, u32) -> String,
+    ) -> String {
+        let fresh = |read: &Instant| now.saturating_duration_since(*read) < NAME_REUSE;
+        if let Ok(names) = self.names.lock()
+            && let Some((name, _)) = names.get(&(major, minor)).filter(|(_, read)| fresh(read))
+        {
+            return name.clone();
+        }
+        // Looked up outside the lock: concurrent scrapes may both read the link, never wait.
+        let name = lookup(major, minor);
+        if let Ok(mut names) = self.names.lock() {
+            if names.len() >= NAMES_KEPT {
+                names.retain(|_, (_, read)| fresh(read));
+            }
+            if names.len() < NAMES_KEPT {
+                names.insert((major, minor), (name.clone(), now));
+            }
+        }
+        name
+    }
 }
 
 /// Major 0 is the kernel's unnamed major (`UNNAMED_MAJOR`): anonymous devices of tmpfs, proc,
@@ -94,6 +152,48 @@ mod tests {
         assert_eq!(block_name_under(&dir, 0, 46), "0:46");
         assert!(!is_block_device(0, 1));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn names_are_reused_briefly_then_read_again() {
+        let cache = NameCache::default();
+        let start = Instant::now();
+        let reads = std::cell::Cell::new(0);
+        let lookup = |name: &'static str| {
+            let reads = &reads;
+            move |_, _| {
+                reads.set(reads.get() + 1);
+                name.to_owned()
+            }
+        };
+        assert_eq!(cache.name(259, 0, start, lookup("nvme0n1")), "nvme0n1");
+        let soon = start + NAME_REUSE / 2;
+        assert_eq!(cache.name(259, 0, soon, lookup("nvme1n1")), "nvme0n1");
+        assert_eq!(reads.get(), 1);
+        // Another device is looked up on its own.
+        assert_eq!(cache.name(259, 1, soon, lookup("nvme0n1p1")), "nvme0n1p1");
+        assert_eq!(reads.get(), 2);
+        // A dev_t reused by another device gets its new name once the old one expires.
+        let later = start + NAME_REUSE;
+        assert_eq!(cache.name(259, 0, later, lookup("nvme1n1")), "nvme1n1");
+        assert_eq!(reads.get(), 3);
+    }
+
+    #[test]
+    fn a_full_cache_drops_expired_names_and_never_grows_past_its_bound() {
+        let cache = NameCache::default();
+        let start = Instant::now();
+        for minor in 0..NAMES_KEPT as u32 {
+            cache.name(7, minor, start, |_, m| format!("loop{m}"));
+        }
+        // Full of fresh names: a new device is answered but not kept.
+        let soon = start + NAME_REUSE / 2;
+        assert_eq!(cache.name(8, 0, soon, |_, _| "sda".into()), "sda");
+        assert_eq!(cache.names.lock().unwrap().len(), NAMES_KEPT);
+        // Once they expire they make room.
+        let later = start + NAME_REUSE * 2;
+        assert_eq!(cache.name(8, 0, later, |_, _| "sda".into()), "sda");
+        assert_eq!(cache.names.lock().unwrap().len(), 1);
     }
 
     #[test]
