@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 mod hooks;
 
-use prometheus::{core::Collector, process_collector::ProcessCollector};
+use prometheus::core::Collector;
 
 use crate::{
     Config,
@@ -71,7 +71,9 @@ pub fn metric_docs(config: &Config) -> Result<Vec<MetricDoc>, DaemonError> {
         ctx.map_errors,
         Vec::new(),
     )));
-    collectors.push(Box::new(ProcessCollector::for_self()));
+    collectors.push(Box::new(crate::metrics::process::ProcessCollector::for_self(
+        crate::metrics::ScrapeErrors::default(),
+    )));
     let mut docs: Vec<MetricDoc> = collectors
         .iter()
         .flat_map(|c| {

@@ -188,9 +188,9 @@ impl Daemon {
             )
             .counting(ctx.scrape_errors.clone()),
         ))?;
-        registry.register(Box::new(crate::metrics::process::Accounted::for_self(
-            ctx.scrape_errors.clone(),
-        )))?;
+        registry.register(Box::new(
+            crate::metrics::process::ProcessCollector::for_self(ctx.scrape_errors.clone()),
+        ))?;
 
         let (stop_server, stopped) = oneshot::channel::<()>();
         let scrape = server::Scrape {
