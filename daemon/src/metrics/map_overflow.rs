@@ -61,21 +61,36 @@ impl OverflowCollector {
             self.errors.count(MAP_OVERFLOWS);
             return None;
         };
-        let mut family = MetricBuilder::counter(FAMILIES[0].0, FAMILIES);
-        for (slot, map) in MAPS {
-            match counters.get(&slot, 0) {
-                Ok(per_cpu) => {
-                    let total = per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v));
-                    family.add_counter(&[("map", map)], total as f64);
-                }
-                Err(err) => {
-                    self.errors.count(MAP_OVERFLOWS);
-                    tracing::warn!("reading map {MAP_OVERFLOWS}: {err}");
-                    return None;
+        // The whole array in one call where the kernel can (5.6+), else slot by slot.
+        let per_slot = match super::batch::per_cpu_array(counters) {
+            Ok(elements) => elements,
+            Err(super::batch::BatchError::Unsupported) => {
+                let one_by_one: Result<Vec<Vec<u64>>, _> = (0..counters.len())
+                    .map(|slot| counters.get(&slot, 0).map(|v| v.iter().copied().collect()))
+                    .collect();
+                match one_by_one {
+                    Ok(elements) => elements,
+                    Err(err) => return self.failed(&err),
                 }
             }
+            Err(err) => return self.failed(&err),
+        };
+        let mut family = MetricBuilder::counter(FAMILIES[0].0, FAMILIES);
+        for (slot, map) in MAPS {
+            let Some(per_cpu) = per_slot.get(slot as usize) else {
+                return self.failed(&format!("no slot {slot} in a map of {}", per_slot.len()));
+            };
+            let total = per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v));
+            family.add_counter(&[("map", map)], total as f64);
         }
         family.finish()
+    }
+
+    /// Counts and logs a failed read; the family is left out rather than reported partly.
+    fn failed(&self, err: &dyn std::fmt::Display) -> Option<MetricFamily> {
+        self.errors.count(MAP_OVERFLOWS);
+        tracing::warn!("reading map {MAP_OVERFLOWS}: {err}");
+        None
     }
 }
 
