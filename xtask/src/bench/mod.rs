@@ -39,6 +39,9 @@ use crate::{host, run, setup};
 /// Size of the sparse image behind the benchmark filesystem (fio's file plus the buffered one).
 const FS_MIB: u64 = 4096;
 
+/// The rows of the target table that the daemon-cost phase alone fills.
+const DAEMON_TARGETS: &[&str] = &["rss", "idle-cpu", "scrape-p99"];
+
 /// Paired rounds of the per-bio phase: four in each attach order.
 const BIO_COST_ROUNDS: usize = 8;
 
@@ -60,6 +63,11 @@ pub struct BenchArgs {
     /// the report goes to target/bench/BIO-COST.md unless --out is given.
     #[arg(long, conflicts_with_all = ["quick", "soak_only"])]
     pub bio_cost_only: bool,
+    /// Only the daemon's own cost (CPU and RSS idle and under fio, scrape latency; about 3
+    /// minutes, 40 s with --quick): the report goes to target/bench/DAEMON-COST.md unless --out
+    /// is given.
+    #[arg(long, conflicts_with_all = ["soak_only", "bio_cost_only"])]
+    pub daemon_cost_only: bool,
     /// Interleaved A/B pairs per workload (ignored with --quick).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
     pub pairs: u64,
@@ -111,6 +119,8 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
         Phases::BioCostOnly {
             rounds: BIO_COST_ROUNDS,
         }
+    } else if args.daemon_cost_only {
+        Phases::DaemonCostOnly
     } else {
         Phases::All
     };
@@ -120,6 +130,7 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     let out = args.out.clone().unwrap_or_else(|| match phases {
         Phases::SoakOnly => pins.root.join("target/bench/SOAK.md"),
         Phases::BioCostOnly { .. } => pins.root.join("target/bench/BIO-COST.md"),
+        Phases::DaemonCostOnly => pins.root.join("target/bench/DAEMON-COST.md"),
         Phases::All if args.quick => pins.root.join("target/bench/BENCHMARKS-quick.md"),
         Phases::All => pins.root.join("BENCHMARKS.md"),
     });
@@ -157,6 +168,7 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     let failures = match phases {
         Phases::SoakOnly => measure_soak(&ctx, &mut report),
         Phases::BioCostOnly { rounds } => measure_bio_cost(&ctx, rounds, &mut report),
+        Phases::DaemonCostOnly => measure_daemon_cost(&ctx, &mut report),
         Phases::All => measure_all(&ctx, &probes, &mut report),
     };
     report.header.load = format!("{load_start} → {}", procfs::loadavg());
@@ -171,6 +183,9 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     match phases {
         Phases::SoakOnly => expected.retain(|r| r.starts_with("soak/")),
         Phases::BioCostOnly { .. } => expected.retain(|r| r.starts_with("bio-cost/")),
+        Phases::DaemonCostOnly => expected.retain(|r| {
+            r.starts_with("daemon/") || DAEMON_TARGETS.iter().any(|t| r == &format!("targets/{t}"))
+        }),
         Phases::All => {}
     }
     let missing = report.missing(&expected);
@@ -214,6 +229,25 @@ fn measure_bio_cost(ctx: &Ctx, rounds: usize, report: &mut Report) -> Vec<String
                 &e,
             ));
             vec!["bio-cost".to_owned()]
+        }
+    }
+}
+
+/// Runs the daemon-cost phase alone (`--daemon-cost-only`), with its rows of the target table.
+/// Returns the failed phase, if it failed.
+fn measure_daemon_cost(ctx: &Ctx, report: &mut Report) -> Vec<String> {
+    match daemon_cost::run(ctx) {
+        Ok(d) => {
+            report.sections.push(targets::daemon_section(&d));
+            report.sections.push(daemon_cost::section(&d));
+            Vec::new()
+        }
+        Err(e) => {
+            println!("[bench] phase daemon FAILED: {e:#}");
+            report
+                .sections
+                .push(Section::failed("daemon", "Daemon cost", &e));
+            vec!["daemon".to_owned()]
         }
     }
 }
@@ -304,11 +338,9 @@ fn expected_rows(plan: &Plan, probes: &[Probe]) -> Vec<String> {
         "ab-buffered",
         "syscall-tax",
         "bio-addition",
-        "rss",
-        "idle-cpu",
-        "scrape-p99",
     ]
     .iter()
+    .chain(DAEMON_TARGETS)
     .map(|r| format!("targets/{r}"))
     .collect();
     for tool in ["wbscope", "floor", "bpftrace", "biolatency"] {

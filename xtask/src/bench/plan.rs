@@ -14,6 +14,8 @@ pub enum Phases {
     SoakOnly,
     /// The per-bio cost of the device-writes family alone (`--bio-cost-only`).
     BioCostOnly { rounds: usize },
+    /// The daemon's own CPU, memory and scrape latency alone (`--daemon-cost-only`).
+    DaemonCostOnly,
 }
 
 /// Sizes, repetitions and durations of every phase.
@@ -93,6 +95,15 @@ impl Plan {
                  daemons at once",
                 self.sizes.fio_secs, self.sizes.fio_file_mib
             ),
+            Phases::DaemonCostOnly => format!(
+                "daemon-cost phase only: {} s idle and {} s under fio, one scrape a second; \
+                 {} back-to-back scrapes, then {} scrapers × {}",
+                self.daemon_phase_secs,
+                self.daemon_phase_secs,
+                self.scrapes_single,
+                self.scrapers,
+                self.scrapes_each
+            ),
         }
     }
 
@@ -130,6 +141,12 @@ mod tests {
         );
         assert!(!bio.contains("soak"), "{bio}");
         assert_eq!(plan.describe_phases(Phases::SoakOnly), "soak only: 1800 s");
+        let daemon = plan.describe_phases(Phases::DaemonCostOnly);
+        assert!(
+            daemon.starts_with("daemon-cost phase only: 60 s idle"),
+            "{daemon}"
+        );
+        assert!(!daemon.contains("soak"), "{daemon}");
         assert_eq!(plan.describe_phases(Phases::All), plan.describe());
     }
 }

@@ -244,6 +244,13 @@ fn bio_row(s: &mut Section, bio: Option<&BioCost>) {
     );
 }
 
+/// The daemon's own targets alone, for a run of the daemon-cost phase only.
+pub fn daemon_section(d: &DaemonCost) -> Section {
+    let mut s = Section::new("targets", "Targets", &["target", "measured", "met"]);
+    daemon_rows(&mut s, Some(d));
+    s
+}
+
 fn daemon_rows(s: &mut Section, d: Option<&DaemonCost>) {
     let rss = d.map(|d| d.idle.peak_rss.max(d.load.peak_rss));
     s.row(
