@@ -26,6 +26,8 @@ struct Phase {
     since: Instant,
     /// Set when the connection must go (evicted, shutdown).
     closing: Option<CloseReason>,
+    /// Set when its task has ended: the socket is closed, its descriptor back.
+    gone: bool,
 }
 
 /// One open connection.
@@ -54,6 +56,20 @@ impl Conn {
         }
         self.changed.notify_waiters();
         RequestGuard(Arc::clone(self))
+    }
+
+    /// Resolves once the connection's task has ended and its socket is closed.
+    pub async fn gone(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the flag is read, so the end cannot slip in between.
+            changed.as_mut().enable();
+            if self.lock().gone {
+                return;
+            }
+            changed.await;
+        }
     }
 
     fn close(&self, reason: CloseReason) {
@@ -151,6 +167,8 @@ pub struct Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
+        self.conn.lock().gone = true;
+        self.conn.changed.notify_waiters();
         let mut table = self.connections.lock();
         table.open.remove(&self.id);
         let empty = table.open.is_empty();
@@ -191,7 +209,7 @@ impl Connections {
             .filter(|c| c.lock().closing.is_none())
             .count();
         if live >= self.limits.max_connections {
-            if !Self::evict_longest_idle(&table) {
+            if Self::evict_longest_idle(&table).is_none() {
                 return Admission::Refused;
             }
             evicted();
@@ -204,6 +222,7 @@ impl Connections {
                 served: 0,
                 since: Instant::now(),
                 closing: None,
+                gone: false,
             }),
             changed: Notify::new(),
         });
@@ -216,25 +235,22 @@ impl Connections {
     }
 
     /// Closes the connection idle the longest, if any is idle (also to free a descriptor when
-    /// accept fails with EMFILE). Returns whether one was closed.
-    pub fn close_longest_idle(&self) -> bool {
+    /// accept fails with EMFILE), and returns it.
+    pub fn close_longest_idle(&self) -> Option<Arc<Conn>> {
         Self::evict_longest_idle(&self.lock())
     }
 
-    fn evict_longest_idle(table: &Table) -> bool {
+    fn evict_longest_idle(table: &Table) -> Option<Arc<Conn>> {
         let oldest = table
             .open
             .values()
             .filter_map(|c| c.idle_since().map(|since| (since, c)))
             .min_by_key(|(since, _)| *since)
             .map(|(_, c)| Arc::clone(c));
-        match oldest {
-            Some(conn) => {
-                conn.close(CloseReason::Evicted);
-                true
-            }
-            None => false,
+        if let Some(conn) = &oldest {
+            conn.close(CloseReason::Evicted);
         }
+        oldest
     }
 
     /// Asks every connection to close (graceful for the HTTP layer: idle ones at once, busy
@@ -290,6 +306,28 @@ mod tests {
 
     fn about(took: Duration, ms: u64) -> bool {
         took >= Duration::from_millis(ms - 5) && took < Duration::from_millis(ms + 200)
+    }
+
+    #[tokio::test]
+    async fn a_closed_idle_connection_is_gone_once_its_task_lets_go() {
+        let c = Connections::new(limits(4));
+        let busy = admitted(&c);
+        let _request = busy.conn.begin_request();
+        let idle = admitted(&c);
+        let closed = c.close_longest_idle().expect("an idle connection");
+        assert!(
+            Arc::ptr_eq(&closed, &idle.conn),
+            "the idle one, not the busy one"
+        );
+        assert!(c.close_longest_idle().is_none(), "none idle is left");
+        let waiting = tokio::spawn(async move { closed.gone().await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "gone before its task ended");
+        drop(idle);
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("gone once its task ended")
+            .expect("join");
     }
 
     #[tokio::test]

@@ -100,7 +100,7 @@ impl HttpMetrics {
             )?,
             accept_errors: IntCounter::new(
                 "wbscope_http_accept_errors_total",
-                "Failed accepts on the listener (e.g. EMFILE: out of file descriptors).",
+                "Connections waiting on the listener that could not be accepted (e.g. EMFILE: out of file descriptors).",
             )?,
             auth_failures,
             refused_log: RateLog::default(),

@@ -35,6 +35,10 @@ use super::{
 /// persistent error does not spin.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
+/// How long the accept loop waits for a connection it closed to free a descriptor to be gone;
+/// an idle connection's task ends within microseconds unless the runtime is starved.
+const EVICTED_CLOSE_WAIT: Duration = Duration::from_secs(1);
+
 /// Serves `app` on `listener` until `shutdown` resolves, then closes idle connections at once
 /// and lets busy ones finish their response.
 pub async fn serve(
@@ -59,11 +63,22 @@ pub async fn serve(
                     tracing::debug!("accept: {err}");
                     continue;
                 }
-                metrics.accept_failed(&err);
-                if is_out_of_descriptors(&err) {
-                    // Give the kernel a descriptor back: the longest idle connection goes.
-                    connections.close_longest_idle();
+                if !is_out_of_descriptors(&err) {
+                    metrics.accept_failed(&err);
+                } else if client_waiting(&listener) {
+                    // Give the kernel a descriptor back for the waiting client: the longest
+                    // idle connection goes, and the accept is retried once its socket is closed
+                    // (a retry before would fail again and close a second one).
+                    metrics.accept_failed(&err);
+                    if let Some(evicted) = connections.close_longest_idle() {
+                        let _ = tokio::time::timeout(EVICTED_CLOSE_WAIT, evicted.gone()).await;
+                        continue;
+                    }
                 }
+                // Else nobody was refused: accept(2) takes a descriptor before it looks at the
+                // queue, so at the limit it fails with EMFILE also when no one is waiting (the
+                // loop accepts again at once after each connection). Closing an idle connection
+                // then would only leave a spare descriptor nobody asked for.
                 tokio::time::sleep(ACCEPT_PAUSE).await;
                 continue;
             }
@@ -212,4 +227,19 @@ fn is_connection_error(err: &std::io::Error) -> bool {
 
 fn is_out_of_descriptors(err: &std::io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// Whether a connection waits in the listener's queue: poll(2) with no timeout, which needs no
+/// descriptor of its own. An error counts as waiting, so a failure errs on serving the client.
+fn client_waiting(listener: &TcpListener) -> bool {
+    use std::os::fd::AsRawFd as _;
+    let mut pollfd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid, exclusively borrowed pollfd for a descriptor the listener owns for
+    // the whole call; a zero timeout never blocks the runtime thread.
+    let ready = unsafe { libc::poll(&mut pollfd, 1, 0) };
+    ready != 0 && (ready < 0 || pollfd.revents & libc::POLLIN != 0)
 }
