@@ -142,8 +142,11 @@ fn top_in_tmux(url: &str, source: &str) {
     });
     tmux.run(&["send-keys", "-t", "top", "?"]);
     tmux.run(&["send-keys", "-t", "top", "q"]);
+    // The shell creates the file before `echo` writes to it: an empty file is not the status yet.
     let exit = wait_until(Duration::from_secs(15), Duration::from_millis(100), || {
-        std::fs::read_to_string(&exit_file).ok()
+        std::fs::read_to_string(&exit_file)
+            .ok()
+            .filter(|status| status.ends_with('\n'))
     });
     assert_eq!(
         exit.as_deref().map(str::trim),
