@@ -3,11 +3,14 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 
 use anyhow::{Context, Result, anyhow, bail};
+
+use crate::test_failures::FailedTests;
 
 /// A command plus what is needed to show it the way a shell user would type it.
 pub struct Cmd {
@@ -17,6 +20,8 @@ pub struct Cmd {
     /// Environment assignments shown in front of the command (only the ones a reader needs).
     shown_env: Vec<(String, String)>,
     dir: Option<PathBuf>,
+    /// `run` reads the child's stdout as libtest output and names the failed tests on failure.
+    report_failed_tests: bool,
 }
 
 impl Cmd {
@@ -35,6 +40,7 @@ impl Cmd {
             args: Vec::new(),
             shown_env: Vec::new(),
             dir: None,
+            report_failed_tests: false,
         }
     }
 
@@ -88,15 +94,53 @@ impl Cmd {
         self
     }
 
+    /// For a `cargo test` command: `run` passes its stdout through while reading it, and a
+    /// failure names the failed tests and their panic messages.
+    pub fn reporting_failed_tests(mut self) -> Self {
+        self.report_failed_tests = true;
+        self
+    }
+
     /// Prints the command, runs it with the terminal's stdio and fails unless it exits 0.
     pub fn run(self) -> Result<()> {
         let shown = self.to_string();
+        if self.report_failed_tests {
+            let (status, failed) = self.run_reading_tests()?;
+            if status.success() {
+                return Ok(());
+            }
+            if !failed.is_empty() {
+                bail!("command failed ({}): {shown}\n{failed}", describe(status));
+            }
+            bail!("command failed ({}): {shown}", describe(status))
+        }
         let status = self.status()?;
         if status.success() {
             Ok(())
         } else {
             bail!("command failed ({}): {shown}", describe(status))
         }
+    }
+
+    /// Runs the child with its stdout piped through to ours unchanged (byte for byte, as it
+    /// comes, so partial lines such as `test x ... ` appear at once) and parsed line by line.
+    fn run_reading_tests(mut self) -> Result<(ExitStatus, FailedTests)> {
+        println!("$ {self}");
+        let mut child = self
+            .inner
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("could not start command: {self}"))?;
+        let mut failed = FailedTests::default();
+        if let Some(from) = child.stdout.take() {
+            pass_through(from, &mut std::io::stdout(), &mut failed)
+                .with_context(|| format!("reading the output of {self}"))?;
+        }
+        failed.finish();
+        let status = child
+            .wait()
+            .with_context(|| format!("waiting for command: {self}"))?;
+        Ok((status, failed))
     }
 
     /// Prints the command, runs it with the terminal's stdio and returns how it ended.
@@ -156,6 +200,38 @@ impl fmt::Display for Cmd {
         }
         Ok(())
     }
+}
+
+/// Copies `from` to `to` as it comes (a write error on `to`, such as a closed pipe, does not stop
+/// the copy: the run it reports on must go on) and feeds each line to `failed`.
+fn pass_through(
+    mut from: impl Read,
+    to: &mut impl Write,
+    failed: &mut FailedTests,
+) -> std::io::Result<()> {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = match from.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let _ = to.write_all(&chunk[..n]).and_then(|()| to.flush());
+        for &byte in &chunk[..n] {
+            if byte == b'\n' {
+                failed.feed(&String::from_utf8_lossy(&line));
+                line.clear();
+            } else {
+                line.push(byte);
+            }
+        }
+    }
+    if !line.is_empty() {
+        failed.feed(&String::from_utf8_lossy(&line));
+    }
+    Ok(())
 }
 
 /// Runs every command even when an earlier one fails (lint-style: report all problems at once),
@@ -242,6 +318,17 @@ mod tests {
         .to_string();
         assert!(err.contains("false 1") && err.contains("false 2"), "{err}");
         assert!(run_all([Cmd::new("true")]).is_ok());
+    }
+
+    #[test]
+    fn test_output_passes_through_unchanged_and_names_the_failures() {
+        let output = "running 1 test\ntest t::x ... FAILED\n\nfailures:\n    t::x\n\ntail";
+        let mut copy = Vec::new();
+        let mut failed = FailedTests::default();
+        pass_through(output.as_bytes(), &mut copy, &mut failed).unwrap();
+        failed.finish();
+        assert_eq!(copy, output.as_bytes());
+        assert_eq!(failed.to_string(), "1 failed test:\n    t::x");
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod run;
 mod services;
 mod setup;
 mod test;
+mod test_failures;
 mod toolchain;
 mod vmtest;
 

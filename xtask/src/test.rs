@@ -90,7 +90,8 @@ pub struct TestArgs {
 
 enum Outcome {
     Passed,
-    Failed,
+    /// With the error, repeated under the summary table (it names the failed tests).
+    Failed(String),
     Skipped(Tier),
 }
 
@@ -120,7 +121,7 @@ pub fn run(pins: &Pins, args: &TestArgs) -> Result<ExitCode> {
                 Ok(()) => Outcome::Passed,
                 Err(e) => {
                     println!("xtask: tier {} failed: {e:#}", tier.name());
-                    Outcome::Failed
+                    Outcome::Failed(format!("{e:#}"))
                 }
             },
         };
@@ -160,10 +161,16 @@ fn summary(results: &[(Tier, Outcome, f64)]) -> ExitCode {
     for (tier, outcome, secs) in results {
         let result = match outcome {
             Outcome::Passed => "pass".to_owned(),
-            Outcome::Failed => "FAIL".to_owned(),
+            Outcome::Failed(_) => "FAIL".to_owned(),
             Outcome::Skipped(dep) => format!("SKIP ({} failed)", dep.name()),
         };
         println!("{:<12} {result:<20} {secs:>9.1}", tier.name());
+    }
+    // The log's tail is often all a CI page shows: what failed, again, right above the total.
+    for (tier, outcome, _) in results {
+        if let Outcome::Failed(why) = outcome {
+            println!("\n{}: {why}", tier.name());
+        }
     }
     let passed = results
         .iter()
@@ -193,6 +200,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 "--exclude",
                 "testkit",
             ])
+            .reporting_failed_tests()
             .run(),
         Tier::Kernel => {
             if !host::is_root() {
@@ -203,23 +211,21 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
             }
             // One test thread: the tests share loop devices, tracepoints and BPF maps.
             cmd::run_all([
-                Cmd::workspace_cargo(root, &pins.toolchain).args([
-                    "test",
-                    "-p",
-                    "wbscope",
-                    "--test",
-                    "kernel",
-                    "--",
-                    "--ignored",
-                    "--test-threads=1",
-                ]),
-                Cmd::workspace_cargo(root, &pins.toolchain).args([
-                    "test",
-                    "-p",
-                    "testkit",
-                    "--",
-                    "--test-threads=1",
-                ]),
+                Cmd::workspace_cargo(root, &pins.toolchain)
+                    .args([
+                        "test",
+                        "-p",
+                        "wbscope",
+                        "--test",
+                        "kernel",
+                        "--",
+                        "--ignored",
+                        "--test-threads=1",
+                    ])
+                    .reporting_failed_tests(),
+                Cmd::workspace_cargo(root, &pins.toolchain)
+                    .args(["test", "-p", "testkit", "--", "--test-threads=1"])
+                    .reporting_failed_tests(),
             ])
         }
         Tier::Smoke => {
@@ -239,6 +245,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 ])
                 .arg("--")
                 .args(["--ignored", "--test-threads=1"])
+                .reporting_failed_tests()
                 .run()
         }
         Tier::Artifacts => {
@@ -266,6 +273,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 .env("WBSCOPE_ROOTFS", rootfs)
                 .args(["test", "-p", "wbscope", "--test", "artifacts", "--"])
                 .args(["--ignored", "--test-threads=1", "--nocapture"])
+                .reporting_failed_tests()
                 .run()
         }
         Tier::Vm => vmtest::run(
@@ -287,6 +295,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 .env("WBSCOPE_BIN", run::release_binary(pins))
                 .args(["test", "-p", "wbscope-dashboards", "--test", "e2e", "--"])
                 .args(["--ignored", "--test-threads=1", "--nocapture"])
+                .reporting_failed_tests()
                 .run()
         }
         Tier::BenchQuick => bench::run(
