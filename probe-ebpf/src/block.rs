@@ -25,12 +25,11 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
-    BIO_SLOT_BITS, BIO_SLOT_COUNT, BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST,
-    FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED,
-    RqStats,
+    BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC,
+    HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED, RqStats,
 };
 use probe_common::map_overflow;
-use probe_common::slots::{SLOT_BITS, SLOT_COUNT, Slot};
+use probe_common::slots::{SLOT_COUNT, Slot};
 
 use crate::{
     hist::{record, slot_or_insert},
@@ -71,11 +70,9 @@ static BLOCK_BIO_COUNTS: PerCpuHashMap<BioKey, BioCounts> =
     PerCpuHashMap::with_max_entries(4096, 0);
 
 /// The slots in front of [`BLOCK_BIO_COUNTS`] (`probe_common::slots`): every bio updates one, so
-/// a host's busy (device, op, source) keys are counted without a hash lookup. More slots than
-/// the other aggregates (`probe_common::block::BIO_SLOT_BITS`).
+/// a host's few busy (device, op) keys are counted without a hash lookup.
 #[map]
-static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> =
-    PerCpuArray::with_max_entries(BIO_SLOT_COUNT, 0);
+static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
 
 /// Issue time by request address, for requests the kernel does not time itself. LRU, so
 /// requests whose completion is never seen (attach races, driver timeouts) cannot fill it.
@@ -227,7 +224,6 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let t = now();
     if let Some(v) = slot_or_insert(
         &BLOCK_RQ_SLOTS,
-        SLOT_BITS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -306,7 +302,6 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let v = slot_or_insert(
         &BLOCK_RQ_SLOTS,
-        SLOT_BITS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -363,7 +358,6 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
     };
     let c = slot_or_insert(
         &BLOCK_BIO_SLOTS,
-        BIO_SLOT_BITS,
         &BLOCK_BIO_COUNTS,
         &key,
         &BioCounts::ZERO,
