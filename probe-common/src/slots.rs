@@ -2,13 +2,16 @@
 //!
 //! A per-CPU hash lookup costs tens of nanoseconds; an array element is a bounds check and a
 //! load. So an aggregate keyed by an 8-byte key keeps its first keys in a per-CPU array of
-//! [`SLOT_COUNT`] slots, tagged with the key's bits. Each key has two candidate slots (two hashes
-//! of its bits, [`slot_indexes`]): with one, a host's handful of busy keys collide in 32 slots
-//! more often than not (8 keys: about a 60 % chance that two share a slot), and the loser pays
-//! the hash lookup on every event. The first key to reach a free slot on a CPU takes it for good (per CPU: no other CPU writes
-//! that copy, so claiming needs no atomics); a key whose slot another key holds goes to the
-//! aggregate's per-CPU hash as before. User space adds both up by key, so a collision costs
-//! speed, never a count.
+//! slots ([`SLOT_COUNT`] unless the aggregate says otherwise), tagged with the key's bits. Each
+//! key has [`SLOT_CHOICES`] candidate slots (fields of one hash of its bits, [`slot_indexes`]):
+//! with one, a host's handful of busy keys collide in 32 slots more often than not (8 keys:
+//! about a 60 % chance that two share a slot); with two, a key of 12 still finds both taken
+//! about one time in 25, and a busy key that does pays the hash lookup on every event of that
+//! CPU for the daemon's life (a run of the benchmark met exactly that: half of one CPU's fsync
+//! bios went through the hash). With three, one time in 100. The first key to reach a free slot
+//! on a CPU takes it for good (per CPU: no other CPU writes that copy, so claiming needs no
+//! atomics); a key whose candidates other keys hold goes to the aggregate's per-CPU hash as
+//! before. User space adds both up by key, so a collision costs speed, never a count.
 
 /// log2 of the slots per array.
 pub const SLOT_BITS: u32 = 5;
@@ -42,17 +45,33 @@ pub fn key_from_bits<K: Copy>(bits: u64) -> K {
     unsafe { core::ptr::read_unaligned((&bits as *const u64).cast::<K>()) }
 }
 
-/// The two candidate slots of a key: two fields of the Fibonacci hash of its bits (the keys
-/// differ in few low bits: device minors, ops, sources), the second made to differ from the
-/// first.
+/// Candidate slots per key.
+pub const SLOT_CHOICES: usize = 3;
+
+/// The candidate slots of a key in an array of `1 << slot_bits` slots (`slot_bits` ≥ 2), in the
+/// order they are tried: three fields from the top of the Fibonacci hash of its bits, made to
+/// differ from each other. The keys differ in a few bits anywhere in their 8 bytes (device
+/// minors low, sources and flusher reasons in the top bytes); a product carries a bit only
+/// upwards, so the high half is folded onto the low half first, or keys that differ only in
+/// their top byte would share their second and third candidates.
 #[inline(always)]
-pub const fn slot_indexes(bits: u64) -> (u32, u32) {
-    let product = bits.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let first = (product >> (64 - SLOT_BITS)) as u32;
-    let second = (product >> (64 - 2 * SLOT_BITS)) as u32 & (SLOT_COUNT - 1);
-    // Equal fields would give the key one slot: the neighbour is its second.
+pub const fn slot_indexes(bits: u64, slot_bits: u32) -> [u32; SLOT_CHOICES] {
+    let mask = (1u32 << slot_bits) - 1;
+    let product = (bits ^ bits >> 31).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let first = (product >> (64 - slot_bits)) as u32 & mask;
+    let second = (product >> (64 - 2 * slot_bits)) as u32 & mask;
+    let third = (product >> (64 - 3 * slot_bits)) as u32 & mask;
+    // An equal field would give the key a candidate less: a neighbour of the first replaces it
+    // (of `first ^ 2` and `first ^ 3`, at most one can be the second).
     let second = if second == first { first ^ 1 } else { second };
-    (first, second)
+    let third = if third != first && third != second {
+        third
+    } else if first ^ 2 != second {
+        first ^ 2
+    } else {
+        first ^ 3
+    };
+    [first, second, third]
 }
 
 #[cfg(test)]
@@ -83,27 +102,28 @@ mod tests {
     fn nearby_keys_spread_over_the_slots() {
         let used: std::collections::BTreeSet<u32> = (0..16u32)
             .map(|minor| {
-                slot_indexes(key_bits(&Key {
-                    dev: (7 << 20) | minor,
-                    op: 1,
-                    sync: 0,
-                }))
-                .0
+                slot_indexes(
+                    key_bits(&Key {
+                        dev: (7 << 20) | minor,
+                        op: 1,
+                        sync: 0,
+                    }),
+                    SLOT_BITS,
+                )[0]
             })
             .collect();
         assert!(used.iter().all(|s| *s < SLOT_COUNT));
         assert!(used.len() >= 10, "16 loop devices in {} slots", used.len());
     }
 
-    /// Claims slots the way the probes do (first candidate, then second, first come first
-    /// served) and returns how many of `keys` got one.
+    /// Claims slots the way the probes do (candidates in order, first come first served) and
+    /// returns how many of `keys` got one.
     fn placed(keys: &[Key]) -> usize {
         let mut taken = [None::<u64>; SLOT_COUNT as usize];
         keys.iter()
             .filter(|k| {
                 let bits = key_bits(*k);
-                let (a, b) = slot_indexes(bits);
-                [a, b].into_iter().any(|i| {
+                slot_indexes(bits, SLOT_BITS).into_iter().any(|i| {
                     let slot = &mut taken[i as usize];
                     if slot.is_none() {
                         *slot = Some(bits);
@@ -125,13 +145,22 @@ mod tests {
                 [(1, 0), (1, 1), (2, 1), (0, 0)].map(|(op, sync)| Key { dev, op, sync })
             })
             .collect();
-        let (a, b) = slot_indexes(key_bits(&keys[0]));
-        assert_ne!(a, b);
         assert!(
             placed(&keys[..8]) == 8,
             "8 keys: {} placed",
             placed(&keys[..8])
         );
         assert!(placed(&keys) >= 15, "16 keys: {} placed", placed(&keys));
+    }
+
+    #[test]
+    fn a_keys_candidates_differ_and_stay_in_the_array() {
+        for slot_bits in [2, SLOT_BITS, 7] {
+            for bits in (0..5000u64).map(|n| n.wrapping_mul(0x1234_5678_9abc_def1) ^ n) {
+                let [a, b, c] = slot_indexes(bits, slot_bits);
+                assert!(a != b && b != c && a != c, "{bits:#x}: {a} {b} {c}");
+                assert!([a, b, c].iter().all(|i| *i < 1 << slot_bits));
+            }
+        }
     }
 }

@@ -25,11 +25,12 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
-    BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT, FLAG_SYNC,
-    HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED, RqStats,
+    BIO_SLOT_BITS, BIO_SLOT_COUNT, BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST,
+    FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED,
+    RqStats,
 };
 use probe_common::map_overflow;
-use probe_common::slots::{SLOT_COUNT, Slot};
+use probe_common::slots::{SLOT_BITS, SLOT_COUNT, Slot};
 
 use crate::{
     hist::{record, slot_or_insert},
@@ -70,9 +71,11 @@ static BLOCK_BIO_COUNTS: PerCpuHashMap<BioKey, BioCounts> =
     PerCpuHashMap::with_max_entries(4096, 0);
 
 /// The slots in front of [`BLOCK_BIO_COUNTS`] (`probe_common::slots`): every bio updates one, so
-/// a host's few busy (device, op) keys are counted without a hash lookup.
+/// a host's busy (device, op, source) keys are counted without a hash lookup. More slots than
+/// the other aggregates (`probe_common::block::BIO_SLOT_BITS`).
 #[map]
-static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> =
+    PerCpuArray::with_max_entries(BIO_SLOT_COUNT, 0);
 
 /// Issue time by request address, for requests the kernel does not time itself. LRU, so
 /// requests whose completion is never seen (attach races, driver timeouts) cannot fill it.
@@ -224,6 +227,7 @@ fn try_issue(ctx: &BtfTracePointContext) -> Option<()> {
     let t = now();
     if let Some(v) = slot_or_insert(
         &BLOCK_RQ_SLOTS,
+        SLOT_BITS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -302,6 +306,7 @@ fn try_complete(ctx: &BtfTracePointContext) -> Option<()> {
     }
     let v = slot_or_insert(
         &BLOCK_RQ_SLOTS,
+        SLOT_BITS,
         &BLOCK_RQ_STATS,
         &key,
         &RqStats::ZERO,
@@ -356,8 +361,13 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
         sync_mode: who.map_or(0, |w| w.sync_mode),
         reason: who.map_or(0, |w| w.reason),
     };
+    // Defined on every path and added unconditionally: kept as `Option`, LLVM reloads the
+    // bytes of a `None` from a stack slot it never wrote (harmless: the value is not used),
+    // and 5.10's verifier refuses any read of an unwritten stack slot.
+    let bytes = who.map_or(0, |w| w.bytes as u64);
     let c = slot_or_insert(
         &BLOCK_BIO_SLOTS,
+        BIO_SLOT_BITS,
         &BLOCK_BIO_COUNTS,
         &key,
         &BioCounts::ZERO,
@@ -366,9 +376,7 @@ fn try_bio_queue(ctx: &BtfTracePointContext) -> Option<()> {
     // SAFETY: this CPU's value in a per-CPU map, valid for the rest of this program run.
     let c = unsafe { &mut *c };
     c.bios += 1;
-    if let Some(w) = who {
-        c.bytes += w.bytes as u64;
-    }
+    c.bytes += bytes;
     count_flags(&mut c.flags, opf);
     Some(())
 }

@@ -48,24 +48,28 @@ pub fn value_or_insert<K, V>(
     ptr
 }
 
-/// [`value_or_insert`] behind a per-CPU slot array (`probe_common::slots`): this CPU's value for
-/// the 8-byte `key` in its slot when the key holds the slot or takes the free slot, else in the
-/// hash. An array element costs a bounds check and a load where a hash lookup costs tens of
-/// nanoseconds.
+/// [`value_or_insert`] behind a per-CPU slot array (`probe_common::slots`) of `1 << slot_bits`
+/// slots: this CPU's value for the 8-byte `key` in the first of its candidate slots that the
+/// key holds or takes now (a free slot), else in the hash. An array element costs a bounds
+/// check and a load where a hash lookup costs tens of nanoseconds.
 #[inline(always)]
 pub fn slot_or_insert<K: Copy, V>(
     slots: &PerCpuArray<Slot<V>>,
+    slot_bits: u32,
     map: &PerCpuHashMap<K, V>,
     key: &K,
     zero: &V,
     overflow_slot: u32,
 ) -> Option<*mut V> {
     let bits = key_bits(key);
-    let (first, second) = slot_indexes(bits);
+    let [first, second, third] = slot_indexes(bits, slot_bits);
     if let Some(v) = claimed(slots, first, bits) {
         return Some(v);
     }
     if let Some(v) = claimed(slots, second, bits) {
+        return Some(v);
+    }
+    if let Some(v) = claimed(slots, third, bits) {
         return Some(v);
     }
     value_or_insert(map, key, zero, overflow_slot)

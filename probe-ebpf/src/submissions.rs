@@ -35,7 +35,7 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::map_overflow;
-use probe_common::slots::{SLOT_COUNT, Slot};
+use probe_common::slots::{SLOT_BITS, SLOT_COUNT, Slot};
 use probe_common::submissions::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
 };
@@ -420,6 +420,7 @@ fn load_time_task_mm() -> u32 {
 fn add(key: &SubmitKey, passes: u64, pages: u64) {
     if let Some(stats) = slot_or_insert(
         &WB_SUBMISSION_SLOTS,
+        SLOT_BITS,
         &WB_SUBMISSIONS,
         key,
         &SubmitStats::ZERO,

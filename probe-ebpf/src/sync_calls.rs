@@ -29,7 +29,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::Log2Hist,
     map_overflow,
-    slots::{SLOT_COUNT, Slot},
+    slots::{SLOT_BITS, SLOT_COUNT, Slot},
     stall_events::InflightSync,
     sync_calls::{
         MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall,
@@ -382,6 +382,7 @@ pub(crate) fn record_latency(syscall: u32, dev: u32, ns: u64) {
     } else {
         slot_or_insert(
             &SYNC_CALL_LATENCY_SLOTS,
+            SLOT_BITS,
             &SYNC_CALL_LATENCY,
             &key,
             &Log2Hist::ZERO,

@@ -11,7 +11,7 @@ use aya::{
     Pod,
     maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
-use probe_common::slots::{SLOT_COUNT, Slot, key_from_bits};
+use probe_common::slots::{Slot, key_from_bits};
 use prometheus::core::Desc;
 
 mod batch;
@@ -175,7 +175,7 @@ where
         slots: &PerCpuArray<MapData, Slot<V>>,
         errors: &MapErrors,
     ) -> Option<Vec<Vec<Slot<V>>>> {
-        (0..SLOT_COUNT)
+        (0..slots.len())
             .map(|index| match slots.get(&index, 0) {
                 Ok(v) => Some(v.iter().copied().collect()),
                 Err(err) => {
