@@ -40,6 +40,8 @@ pub struct Round {
 #[derive(Debug, Clone, Default)]
 pub struct BioCost {
     pub rounds: Vec<Round>,
+    /// The other build compared with (`--bio-cost-against`), where it was not the family off.
+    pub against: Option<String>,
 }
 
 impl BioCost {
@@ -107,9 +109,36 @@ fn mean_of_order_medians(groups: &[Vec<f64>]) -> Option<f64> {
     (!medians.is_empty()).then(|| medians.iter().sum::<f64>() / medians.len() as f64)
 }
 
+/// What the daemon with the family on is compared with on the same bios.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Baseline<'a> {
+    /// The same binary with `[probes] disable = ["device writes by source"]`.
+    FamilyOff,
+    /// Another build, family on (`--bio-cost-against`).
+    Build(&'a std::path::Path),
+}
+
+impl Baseline<'_> {
+    fn of(ctx: &Ctx) -> Baseline<'_> {
+        ctx.bio_cost_against
+            .as_deref()
+            .map_or(Baseline::FamilyOff, Baseline::Build)
+    }
+
+    /// The two sides in progress lines: (this one, the baseline).
+    fn labels(self) -> (&'static str, &'static str) {
+        match self {
+            Baseline::FamilyOff => ("with device writes", "without"),
+            Baseline::Build(_) => ("this build", "the other build"),
+        }
+    }
+}
+
 /// Runs `rounds` fio runs, each under both daemon configurations at once, alternating which
 /// attaches first.
 pub fn run(ctx: &Ctx, rounds: usize) -> Result<BioCost> {
+    let baseline = Baseline::of(ctx);
+    let (this, other) = baseline.labels();
     let on_config = ctx.log_path("bio-cost-with-device-writes.toml");
     let off_config = ctx.log_path("bio-cost-without-device-writes.toml");
     // No stall socket: two daemons side by side must not both bind the default one.
@@ -121,15 +150,21 @@ pub fn run(ctx: &Ctx, rounds: usize) -> Result<BioCost> {
         format!("{no_socket}[probes]\ndisable = [\"{FAMILY}\"]\n"),
     )
     .with_context(|| format!("writing {}", off_config.display()))?;
-    let mut cost = BioCost::default();
+    let mut cost = BioCost {
+        against: match baseline {
+            Baseline::FamilyOff => None,
+            Baseline::Build(other) => Some(other.display().to_string()),
+        },
+        ..BioCost::default()
+    };
     for round in 0..rounds {
         interrupt::check()?;
         let on_first = round % 2 == 0;
         let r = one_round(ctx, on_first, &on_config, &off_config)?;
         println!(
-            "[bench] {PROGRAM} on the same bios, family {} attached first: {:.0} ns/event with \
-             device writes, {:.0} without ({:+.0})",
-            if on_first { "on" } else { "off" },
+            "[bench] {PROGRAM} on the same bios, {} attached first: {:.0} ns/event {this}, \
+             {:.0} {other} ({:+.0})",
+            if on_first { this } else { other },
             r.with,
             r.without,
             r.with - r.without
@@ -146,13 +181,22 @@ fn one_round(
     on_config: &std::path::Path,
     off_config: &std::path::Path,
 ) -> Result<Round> {
-    let start = |on: bool| {
-        let (log, config) = if on {
-            ("daemon-bio-cost-on.log", on_config)
-        } else {
-            ("daemon-bio-cost-off.log", off_config)
-        };
-        Daemon::start_with(&ctx.binary, &ctx.log_path(log), Some(config))
+    let start = |on: bool| match (on, Baseline::of(ctx)) {
+        (true, _) => Daemon::start_with(
+            &ctx.binary,
+            &ctx.log_path("daemon-bio-cost-on.log"),
+            Some(on_config),
+        ),
+        (false, Baseline::FamilyOff) => Daemon::start_with(
+            &ctx.binary,
+            &ctx.log_path("daemon-bio-cost-off.log"),
+            Some(off_config),
+        ),
+        (false, Baseline::Build(other)) => Daemon::start_with(
+            other,
+            &ctx.log_path("daemon-bio-cost-other-build.log"),
+            Some(on_config),
+        ),
     };
     let first = start(on_first)?;
     let second = start(!on_first)?;
@@ -206,48 +250,50 @@ pub fn section(cost: &BioCost) -> Section {
     );
     let fmt = |v: Option<f64>| v.map_or("n/a".to_owned(), |m| format!("{m:.0}"));
     let (with, without) = (cost.with(), cost.without());
+    let (this, baseline, added) = match &cost.against {
+        None => (
+            format!("{PROGRAM}, family on"),
+            format!("{PROGRAM}, `[probes] disable = [\"{FAMILY}\"]`"),
+            "added",
+        ),
+        Some(other) => (
+            format!("{PROGRAM}, this build"),
+            format!("{PROGRAM}, `{other}` (family on in both)"),
+            "added by this build",
+        ),
+    };
     s.row(
         "with",
-        vec![
-            format!("{PROGRAM}, family on"),
-            fmt(median(&with)),
-            with.len().to_string(),
-        ],
+        vec![this, fmt(median(&with)), with.len().to_string()],
     );
     s.row(
         "without",
-        vec![
-            format!("{PROGRAM}, `[probes] disable = [\"{FAMILY}\"]`"),
-            fmt(median(&without)),
-            without.len().to_string(),
-        ],
+        vec![baseline, fmt(median(&without)), without.len().to_string()],
     );
-    for (key, on_first, text) in [
-        (
-            "addition-on-first",
-            true,
-            "added, family's program attached first",
-        ),
-        (
-            "addition-on-second",
-            false,
-            "added, family's program attached second",
-        ),
+    let measured_side = if cost.against.is_some() {
+        "this build's"
+    } else {
+        "family's"
+    };
+    for (key, on_first, order) in [
+        ("addition-on-first", true, "first"),
+        ("addition-on-second", false, "second"),
     ] {
+        let text = format!("{added}, {measured_side} program attached {order}");
         let n = cost.additions_in_order(on_first).len();
         s.row(
             key,
-            vec![
-                text.to_owned(),
-                fmt(cost.addition_in_order(on_first)),
-                n.to_string(),
-            ],
+            vec![text, fmt(cost.addition_in_order(on_first)), n.to_string()],
         );
     }
     s.row(
         "addition",
         vec![
-            "added by the family (mean of the two orders)".to_owned(),
+            if cost.against.is_some() {
+                "added by this build (mean of the two orders)".to_owned()
+            } else {
+                "added by the family (mean of the two orders)".to_owned()
+            },
             fmt(cost.addition_ns()),
             cost.rounds.len().to_string(),
         ],
@@ -263,12 +309,19 @@ pub fn section(cost: &BioCost) -> Section {
     );
     s.note(
         "Each round is one fio run (4 KiB writes + fsync) under two daemons at once, one with \
-         the family and one without, so both programs count the same bios; the attach order \
+         the family and one without (or two builds, below), so both programs count the same bios; the attach order \
          alternates because the first program meets the bio's cache lines cold. The block \
          family's own counting of every bio is in both figures. The interval resamples each \
          order's rounds (4000 draws, fixed seed): on a host whose rounds spread widely it is \
          wide, and a figure inside ±(half its width) of the target is not told apart from it.",
     );
+    if let Some(other) = &cost.against {
+        s.note(format!(
+            "Compared with another build (`--bio-cost-against {other}`): both daemons have the \
+             family on, so the figure is what this build's per-bio path costs more (negative: \
+             less) than that build's on the same bios, not what the family adds."
+        ));
+    }
     s
 }
 
@@ -288,6 +341,7 @@ mod tests {
     fn addition_cancels_the_attach_order() {
         // The first program pays 30 ns of cold lines; the family adds 10 ns.
         let cost = BioCost {
+            against: None,
             rounds: vec![
                 round(true, 140.0, 100.0),
                 round(false, 110.0, 130.0),
@@ -303,9 +357,49 @@ mod tests {
         assert!(lo <= 11.0 && 11.0 <= hi && hi - lo <= 2.0, "{lo} … {hi}");
     }
 
+    /// Against another build the rows keep their keys (the expected-row check) but say which
+    /// builds they compare, and a note says the figure is not the family's addition.
+    #[test]
+    fn against_another_build_names_both_builds() {
+        let rounds = vec![round(true, 150.0, 140.0), round(false, 130.0, 135.0)];
+        let family = section(&BioCost {
+            against: None,
+            rounds: rounds.clone(),
+        });
+        let builds = section(&BioCost {
+            against: Some("/tmp/old-wbscope".to_owned()),
+            rounds,
+        });
+        let keys = |s: &Section| s.rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&family), keys(&builds));
+        let cell = |s: &Section, key: &str| {
+            s.rows
+                .iter()
+                .find(|r| r.key == key)
+                .map(|r| r.cells[0].clone())
+                .unwrap_or_default()
+        };
+        assert!(cell(&family, "without").contains("disable"));
+        assert!(cell(&builds, "without").contains("/tmp/old-wbscope"));
+        assert!(cell(&builds, "addition").contains("this build"));
+        assert!(
+            builds
+                .notes
+                .iter()
+                .any(|n| n.contains("not what the family adds"))
+        );
+        assert!(
+            !family
+                .notes
+                .iter()
+                .any(|n| n.contains("--bio-cost-against"))
+        );
+    }
+
     #[test]
     fn one_order_alone_has_a_figure_but_no_interval() {
         let cost = BioCost {
+            against: None,
             rounds: vec![round(true, 140.0, 100.0), round(true, 150.0, 100.0)],
         };
         assert_eq!(cost.addition_ns(), Some(45.0));
@@ -315,6 +409,7 @@ mod tests {
     #[test]
     fn one_order_alone_is_its_own_median() {
         let cost = BioCost {
+            against: None,
             rounds: vec![round(true, 150.0, 120.0)],
         };
         assert_eq!(cost.addition_ns(), Some(30.0));

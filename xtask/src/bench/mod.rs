@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// the report goes to target/bench/BIO-COST.md unless --out is given.
     #[arg(long, conflicts_with_all = ["quick", "soak_only"])]
     pub bio_cost_only: bool,
+    /// With --bio-cost-only: compare this build with another wbscope binary instead of the
+    /// family on with the family off, both daemons with the family on, on the same bios: what
+    /// a change to the per-bio path adds (negative: saves) against the build it changes.
+    #[arg(long, value_name = "BINARY", requires = "bio_cost_only")]
+    pub bio_cost_against: Option<PathBuf>,
     /// Only the daemon's own cost (CPU and RSS idle and under fio, scrape latency; about 3
     /// minutes, 40 s with --quick): the report goes to target/bench/DAEMON-COST.md unless --out
     /// is given.
@@ -89,6 +94,8 @@ pub struct Ctx {
     pub work_dir: PathBuf,
     /// Daemon logs, fio JSON, the alternatives' output.
     pub log_dir: PathBuf,
+    /// `--bio-cost-against`: the other build the per-bio phase compares this one with.
+    pub bio_cost_against: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -124,6 +131,15 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
     } else {
         Phases::All
     };
+    if let Some(other) = &args.bio_cost_against
+        && !other.is_file()
+    {
+        bail!(
+            "--bio-cost-against {}: no such file; expected a wbscope binary, e.g. a copy of \
+             target/release/wbscope built from the commit to compare with",
+            other.display()
+        );
+    }
     if phases == Phases::SoakOnly && plan.soak_secs == 0 {
         bail!("--soak-only needs --soak MINUTES of at least 1");
     }
@@ -159,6 +175,7 @@ pub fn run(pins: &Pins, args: &BenchArgs) -> Result<()> {
         plan,
         work_dir,
         log_dir,
+        bio_cost_against: args.bio_cost_against.clone(),
     };
     let load_start = procfs::loadavg();
     let mut report = Report {
