@@ -160,7 +160,7 @@ pub fn run(ctx: &Ctx, rounds: usize) -> Result<BioCost> {
     for round in 0..rounds {
         interrupt::check()?;
         let on_first = round % 2 == 0;
-        let r = one_round(ctx, on_first, &on_config, &off_config)?;
+        let r = one_round(ctx, baseline, on_first, &on_config, &off_config)?;
         println!(
             "[bench] {PROGRAM} on the same bios, {} attached first: {:.0} ns/event {this}, \
              {:.0} {other} ({:+.0})",
@@ -177,11 +177,12 @@ pub fn run(ctx: &Ctx, rounds: usize) -> Result<BioCost> {
 /// One fio run under both daemons, the one with the family on started first if `on_first`.
 fn one_round(
     ctx: &Ctx,
+    baseline: Baseline<'_>,
     on_first: bool,
     on_config: &std::path::Path,
     off_config: &std::path::Path,
 ) -> Result<Round> {
-    let start = |on: bool| match (on, Baseline::of(ctx)) {
+    let start = |on: bool| match (on, baseline) {
         (true, _) => Daemon::start_with(
             &ctx.binary,
             &ctx.log_path("daemon-bio-cost-on.log"),
@@ -250,15 +251,18 @@ pub fn section(cost: &BioCost) -> Section {
     );
     let fmt = |v: Option<f64>| v.map_or("n/a".to_owned(), |m| format!("{m:.0}"));
     let (with, without) = (cost.with(), cost.without());
-    let (this, baseline, added) = match &cost.against {
+    // Row labels: (this side, the baseline, the order rows' prefix, the total's).
+    let (this, baseline, added_in_order, added) = match &cost.against {
         None => (
             format!("{PROGRAM}, family on"),
             format!("{PROGRAM}, `[probes] disable = [\"{FAMILY}\"]`"),
-            "added",
+            "added, family's",
+            "added by the family",
         ),
         Some(other) => (
             format!("{PROGRAM}, this build"),
             format!("{PROGRAM}, `{other}` (family on in both)"),
+            "added by this build, this build's",
             "added by this build",
         ),
     };
@@ -270,16 +274,11 @@ pub fn section(cost: &BioCost) -> Section {
         "without",
         vec![baseline, fmt(median(&without)), without.len().to_string()],
     );
-    let measured_side = if cost.against.is_some() {
-        "this build's"
-    } else {
-        "family's"
-    };
     for (key, on_first, order) in [
         ("addition-on-first", true, "first"),
         ("addition-on-second", false, "second"),
     ] {
-        let text = format!("{added}, {measured_side} program attached {order}");
+        let text = format!("{added_in_order} program attached {order}");
         let n = cost.additions_in_order(on_first).len();
         s.row(
             key,
@@ -289,11 +288,7 @@ pub fn section(cost: &BioCost) -> Section {
     s.row(
         "addition",
         vec![
-            if cost.against.is_some() {
-                "added by this build (mean of the two orders)".to_owned()
-            } else {
-                "added by the family (mean of the two orders)".to_owned()
-            },
+            format!("{added} (mean of the two orders)"),
             fmt(cost.addition_ns()),
             cost.rounds.len().to_string(),
         ],
@@ -309,8 +304,9 @@ pub fn section(cost: &BioCost) -> Section {
     );
     s.note(
         "Each round is one fio run (4 KiB writes + fsync) under two daemons at once, one with \
-         the family and one without (or two builds, below), so both programs count the same bios; the attach order \
-         alternates because the first program meets the bio's cache lines cold. The block \
+         the family and one without (or two builds, below), so both programs count the same \
+         bios; the attach order alternates because the first program meets the bio's cache \
+         lines cold. The block \
          family's own counting of every bio is in both figures. The interval resamples each \
          order's rounds (4000 draws, fixed seed): on a host whose rounds spread widely it is \
          wide, and a figure inside ±(half its width) of the target is not told apart from it.",
