@@ -61,27 +61,32 @@ impl OverflowCollector {
             self.errors.count(MAP_OVERFLOWS);
             return None;
         };
-        // The whole array in one call where the kernel can (5.6+), else slot by slot.
-        let per_slot = match super::batch::per_cpu_array(counters) {
-            Ok(elements) => elements,
+        // The whole array in one call where the kernel can (5.6+), else slot by slot; each
+        // slot's CPUs added up.
+        let mut per_slot = vec![0u64; counters.len() as usize];
+        let mut add = |slot: u32, count: u64| {
+            if let Some(total) = per_slot.get_mut(slot as usize) {
+                *total = total.wrapping_add(count);
+            }
+        };
+        match super::batch::per_cpu_array(counters, &mut add) {
+            Ok(()) => {}
             Err(super::batch::BatchError::Unsupported) => {
-                let one_by_one: Result<Vec<Vec<u64>>, _> = (0..counters.len())
-                    .map(|slot| counters.get(&slot, 0).map(|v| v.iter().copied().collect()))
-                    .collect();
-                match one_by_one {
-                    Ok(elements) => elements,
-                    Err(err) => return self.failed(&err),
+                for slot in 0..counters.len() {
+                    match counters.get(&slot, 0) {
+                        Ok(per_cpu) => per_cpu.iter().for_each(|count| add(slot, *count)),
+                        Err(err) => return self.failed(&err),
+                    }
                 }
             }
             Err(err) => return self.failed(&err),
-        };
+        }
         let mut family = MetricBuilder::counter(FAMILIES[0].0, FAMILIES);
         for (slot, map) in MAPS {
-            let Some(per_cpu) = per_slot.get(slot as usize) else {
+            let Some(total) = per_slot.get(slot as usize) else {
                 return self.failed(&format!("no slot {slot} in a map of {}", per_slot.len()));
             };
-            let total = per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v));
-            family.add_counter(&[("map", map)], total as f64);
+            family.add_counter(&[("map", map)], *total as f64);
         }
         family.finish()
     }

@@ -78,6 +78,16 @@ pub fn read_per_cpu_hash<K: Pod, V: Pod>(
         tracing::warn!("map {name} is missing from the eBPF object");
         return None;
     };
+    // Batch reads where the kernel has them (5.6+), else key by key.
+    match batch::per_cpu_hash(map, &merge, zero) {
+        Ok(entries) => return Some(entries),
+        Err(batch::BatchError::Unsupported) => {}
+        Err(err) => {
+            errors.count(name);
+            tracing::warn!("reading map {name}: {err}");
+            return None;
+        }
+    }
     let mut out = Vec::new();
     for entry in map.iter() {
         match entry {
@@ -144,46 +154,53 @@ where
             tracing::warn!("map {} is missing from the eBPF object", self.slots_name);
             return None;
         };
-        let elements = match batch::per_cpu_array(slots) {
-            Ok(elements) => elements,
-            Err(batch::BatchError::Unsupported) => self.read_slots_one_by_one(slots, errors)?,
+        // A used slot's key and value join the hash's, CPU by CPU.
+        let mut add_slot = |slot: Slot<V>| {
+            if slot.used == 0 {
+                return;
+            }
+            let key: K = key_from_bits(slot.key);
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, total)) => merge(total, &slot.value),
+                None => {
+                    let mut total = zero;
+                    merge(&mut total, &slot.value);
+                    out.push((key, total));
+                }
+            }
+        };
+        match batch::per_cpu_array(slots, |_, slot| add_slot(slot)) {
+            Ok(()) => {}
+            Err(batch::BatchError::Unsupported) => {
+                self.read_slots_one_by_one(slots, errors, &mut add_slot)?;
+            }
             Err(err) => {
                 errors.count(self.slots_name);
                 tracing::warn!("reading map {}: {err}", self.slots_name);
                 return None;
             }
-        };
-        for per_cpu in &elements {
-            for slot in per_cpu.iter().filter(|s| s.used != 0) {
-                let key: K = key_from_bits(slot.key);
-                match out.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, total)) => merge(total, &slot.value),
-                    None => {
-                        let mut total = zero;
-                        merge(&mut total, &slot.value);
-                        out.push((key, total));
-                    }
-                }
-            }
         }
         Some(out)
     }
 
-    /// The slot array element by element, for kernels without batch lookups.
+    /// The slot array element by element, for kernels without batch lookups; `None` (counted
+    /// and logged) when an element cannot be read.
     fn read_slots_one_by_one(
         &self,
         slots: &PerCpuArray<MapData, Slot<V>>,
         errors: &MapErrors,
-    ) -> Option<Vec<Vec<Slot<V>>>> {
-        (0..slots.len())
-            .map(|index| match slots.get(&index, 0) {
-                Ok(v) => Some(v.iter().copied().collect()),
+        add_slot: &mut impl FnMut(Slot<V>),
+    ) -> Option<()> {
+        for index in 0..slots.len() {
+            match slots.get(&index, 0) {
+                Ok(per_cpu) => per_cpu.iter().copied().for_each(&mut *add_slot),
                 Err(err) => {
                     errors.count(self.slots_name);
                     tracing::warn!("reading map {}: {err}", self.slots_name);
-                    None
+                    return None;
                 }
-            })
-            .collect()
+            }
+        }
+        Some(())
     }
 }

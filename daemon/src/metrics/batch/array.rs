@@ -1,0 +1,68 @@
+//! A whole per-CPU array in one batch call.
+//!
+//! The slot arrays in front of the busiest aggregates (`probe_common::slots`) have 32 elements,
+//! read at every scrape and, for the bio counters, by the stall-context sampler several times a
+//! second.
+
+use aya::{
+    Pod,
+    maps::{IterableMap as _, MapData, PerCpuArray},
+};
+
+use super::{
+    Batch, BatchAttr, BatchError, lookup_batch, per_cpu_stride, possible_cpus,
+    scratch::with_scratch,
+};
+
+/// Calls `each(index, value)` for every CPU's copy of every element of `map`, in index order,
+/// once the whole array is read (nothing is visited when the read fails).
+pub fn per_cpu_array<V: Pod>(
+    map: &PerCpuArray<MapData, V>,
+    mut each: impl FnMut(u32, V),
+) -> Result<(), BatchError> {
+    let entries = map.len();
+    let cpus = possible_cpus()?;
+    let stride = per_cpu_stride::<V>();
+    let element_bytes = cpus * stride;
+    with_scratch(|scratch| {
+        scratch.reserve(
+            entries as usize * size_of::<u32>(),
+            entries as usize * element_bytes,
+        );
+        let mut out_batch = 0u32;
+        let mut attr = BatchAttr {
+            in_batch: 0,
+            out_batch: (&raw mut out_batch) as u64,
+            keys: scratch.keys.as_mut_ptr() as u64,
+            values: scratch.values.as_mut_ptr() as u64,
+            count: entries,
+            map_fd: 0,
+            elem_flags: 0,
+            flags: 0,
+        };
+        // SAFETY: the buffers have room for `entries` u32 keys and `entries` values of `cpus`
+        // copies of `stride` bytes, which is what the kernel writes for a per-CPU array of `V`;
+        // an array's batch token is a u32 key, and `out_batch` is one.
+        let batch = unsafe { lookup_batch(map.map(), &mut attr)? };
+        // An array reports its end (ENOENT) when the call reaches it; a full array in one call
+        // is also complete.
+        if matches!(batch, Batch::NoRoom) || attr.count != entries {
+            return Err(BatchError::Short {
+                got: attr.count,
+                want: entries,
+            });
+        }
+        let elements =
+            scratch.values[..entries as usize * element_bytes].chunks_exact(element_bytes);
+        for (index, element) in (0u32..).zip(elements) {
+            for cpu_copy in element.chunks_exact(stride) {
+                // SAFETY: each chunk is `stride >= size_of::<V>()` bytes; `V: Pod` may take any
+                // bytes, and read_unaligned has no alignment need.
+                each(index, unsafe {
+                    std::ptr::read_unaligned(cpu_copy.as_ptr().cast::<V>())
+                });
+            }
+        }
+        Ok(())
+    })
+}
