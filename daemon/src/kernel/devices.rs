@@ -119,13 +119,18 @@ pub fn label_for_kernel_dev(dev: u32) -> String {
 /// The `device` label for a bdi name as writeback tracepoints print it: block bdis are named
 /// `MAJ:MIN` and become the block device name; other bdis keep their name.
 pub fn label_for_bdi(bdi: &str) -> String {
-    match bdi.split_once(':') {
-        Some((major, minor)) => match (major.parse(), minor.parse()) {
-            (Ok(major), Ok(minor)) => block_name(major, minor),
-            _ => bdi.to_owned(),
-        },
+    match parse_bdi_dev(bdi) {
+        Some((major, minor)) => block_name(major, minor),
         None => bdi.to_owned(),
     }
+}
+
+/// The `(major, minor)` of a block device's bdi, named `MAJ:MIN`; `None` for a bdi of
+/// another kind (major 0: NFS, FUSE, btrfs) or another name.
+pub fn parse_bdi_dev(bdi: &str) -> Option<(u32, u32)> {
+    let (major, minor) = bdi.split_once(':')?;
+    let dev = (major.parse().ok()?, minor.parse().ok()?);
+    (dev.0 != UNNAMED_MAJOR).then_some(dev)
 }
 
 #[cfg(test)]
@@ -201,5 +206,14 @@ mod tests {
         assert_eq!(label_for_bdi("btrfs-1"), "btrfs-1");
         assert_eq!(label_for_bdi("x:y"), "x:y");
         assert_eq!(label_for_kernel_dev(0), "unknown");
+        assert_eq!(label_for_bdi("0:53"), "0:53");
+        assert_eq!(parse_bdi_dev("7:3"), Some((7, 3)));
+        assert_eq!(
+            parse_bdi_dev("0:53"),
+            None,
+            "NFS and FUSE bdis are no block devices"
+        );
+        assert_eq!(parse_bdi_dev("btrfs-1"), None);
+        assert_eq!(parse_bdi_dev("7:x"), None);
     }
 }

@@ -5,11 +5,25 @@
 //! then reads in growing chunks from 32 bytes, so /proc/vmstat took ten calls. On hosts where a
 //! system call costs half a microsecond (speculative-execution mitigations) and a scrape reads
 //! some twenty such files, that was a visible part of every scrape. Here the buffer is reused
-//! and each read asks for all its free room: a seq_file answers with as many whole lines as fit,
-//! so a file is an `open`, one `read` with its contents, one `read` that finds the end and a
-//! `close`.
+//! and each read asks for all its free room: a seq_file answers with as many whole lines as fit.
+//!
+//! The files are also kept open from one read to the next: the same dozen are read at every
+//! scrape and by the stall-context sampler every second, and each `open` was a path walk through
+//! procfs or debugfs (a third of the time these reads took). A read at offset 0 (`pread`) makes
+//! a seq_file or sysfs attribute generate its text anew, so a kept descriptor reads what a fresh
+//! one would. When the file went away (a removed device's debugfs or sysfs entry answers `EIO`
+//! or `ENODEV`), the descriptor is dropped and the path opened again, which then fails as a
+//! fresh open would.
 
-use std::{borrow::Cow, cell::RefCell, fs::File, io::Read as _, path::Path};
+use std::{
+    borrow::Cow,
+    cell::RefCell,
+    collections::HashMap,
+    fs::File,
+    os::unix::fs::FileExt as _,
+    path::{Path, PathBuf},
+    sync::{Arc, LazyLock, Mutex},
+};
 
 /// Room for the largest of these files in one read: /proc/vmstat is about 5 KiB on 6.x kernels,
 /// /proc/meminfo 1.5 KiB, a bdi's stats 0.5 KiB. Larger files still read whole, in more calls.
@@ -27,9 +41,31 @@ impl TextReader {
     /// The whole file at `path` as text (invalid UTF-8 replaced), borrowed from the reader until
     /// the next read.
     pub fn read(&mut self, path: &Path) -> std::io::Result<Cow<'_, str>> {
+        let filled = match OPEN_FILES.get(path) {
+            Some(file) => match self.read_whole(&file) {
+                Ok(filled) => filled,
+                // Gone (or broken) since it was opened: open it again, as a first read would.
+                Err(_) => {
+                    OPEN_FILES.forget(path);
+                    self.open_and_read(path)?
+                }
+            },
+            None => self.open_and_read(path)?,
+        };
+        Ok(String::from_utf8_lossy(&self.buf[..filled]))
+    }
+
+    fn open_and_read(&mut self, path: &Path) -> std::io::Result<usize> {
+        let file = File::open(path)?;
+        let filled = self.read_whole(&file)?;
+        OPEN_FILES.keep(path, file);
+        Ok(filled)
+    }
+
+    /// Reads `file` from offset 0 to its end into the buffer; the bytes filled.
+    fn read_whole(&mut self, file: &File) -> std::io::Result<usize> {
         // `File::read_to_end` would ask for the size (`statx`, `lseek`) first, which these files
         // do not know: plain reads into the buffer's whole free room instead.
-        let mut file = File::open(path)?;
         if self.buf.len() < FIRST_READ {
             self.buf.resize(FIRST_READ, 0);
         }
@@ -38,14 +74,44 @@ impl TextReader {
             if filled == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
             }
-            match file.read(&mut self.buf[filled..]) {
-                Ok(0) => break,
+            match file.read_at(&mut self.buf[filled..], filled as u64) {
+                Ok(0) => return Ok(filled),
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(String::from_utf8_lossy(&self.buf[..filled]))
+    }
+}
+
+/// Files kept open at most: a host with hundreds of bdis (one per FUSE or NFS mount) reads the
+/// ones past this the plain way rather than holding a descriptor for each.
+const FILES_KEPT: usize = 256;
+
+/// The open kernel text files by path, shared by every thread (reads at an offset need no
+/// shared file position).
+static OPEN_FILES: LazyLock<OpenFiles> = LazyLock::new(OpenFiles::default);
+
+#[derive(Default)]
+struct OpenFiles(Mutex<HashMap<PathBuf, Arc<File>>>);
+
+impl OpenFiles {
+    fn get(&self, path: &Path) -> Option<Arc<File>> {
+        self.0.lock().ok()?.get(path).cloned()
+    }
+
+    fn keep(&self, path: &Path, file: File) {
+        if let Ok(mut files) = self.0.lock()
+            && files.len() < FILES_KEPT
+        {
+            files.insert(path.to_owned(), Arc::new(file));
+        }
+    }
+
+    fn forget(&self, path: &Path) {
+        if let Ok(mut files) = self.0.lock() {
+            files.remove(path);
+        }
     }
 }
 

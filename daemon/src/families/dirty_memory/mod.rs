@@ -1,6 +1,7 @@
 //! Dirty memory, read when Prometheus scrapes (no probes): system dirty/writeback pages and
 //! thresholds from /proc/vmstat and /proc/meminfo, per-device dirty state from debugfs
-//! `bdi/MAJ:MIN/stats`, and I/O pressure from /proc/pressure/io.
+//! `bdi/MAJ:MIN/stats` (block devices with a medium, as /proc/partitions lists them, and every
+//! other bdi), and I/O pressure from /proc/pressure/io.
 
 use crate::{families::Part, kernel::LayoutError};
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ pub mod parse;
 const VMSTAT: &str = "/proc/vmstat";
 const MEMINFO: &str = "/proc/meminfo";
 const PSI_IO: &str = "/proc/pressure/io";
+const PARTITIONS: &str = "/proc/partitions";
 
 /// System gauges and counters: metric, /proc/vmstat field (pages).
 const VMSTAT_METRICS: [(&str, &str); 6] = [
@@ -80,7 +82,8 @@ const FAMILIES: &[(&str, &str)] = &[
     ("wbscope_memory_total_bytes", "Usable RAM (MemTotal)."),
     (
         "wbscope_bdi_dirty_bytes",
-        "Dirty page cache of a backing device (debugfs BdiReclaimable).",
+        "Dirty page cache of a backing device (debugfs BdiReclaimable). The wbscope_bdi_ \
+         families leave out block devices without a medium (a detached loop device).",
     ),
     (
         "wbscope_bdi_writeback_bytes",
@@ -244,8 +247,17 @@ impl DirtyCollector {
             .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
             .collect();
         bdis.sort();
+        // A block device without a medium (a detached loop device: a host has eight of them
+        // by default) has nothing to write back: its bdi is left out, and one read of
+        // /proc/partitions saves a debugfs read per such device. Unreadable, nothing is left out.
+        let with_medium = self.read(Path::new(PARTITIONS), parse::partitions);
         let fields = BDI_METRICS.map(|(_, field)| field);
         for (bdi, path) in bdis {
+            if let (Some(devices), Some(dev)) = (&with_medium, devices::parse_bdi_dev(&bdi))
+                && !devices.contains(&dev)
+            {
+                continue;
+            }
             let stats_path = path.join("stats");
             let stats = match text_file::with_text(&stats_path, |t| parse::byte_values(t, fields)) {
                 Ok(stats) => stats,

@@ -59,6 +59,19 @@ fn unit_scale(unit: &str) -> Option<u64> {
     }
 }
 
+/// The `(major, minor)` of every block device /proc/partitions lists: the kernel lists only
+/// devices with a medium (a detached loop device, an empty drive are left out).
+pub fn partitions(text: &str) -> std::collections::BTreeSet<(u32, u32)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let major = words.next()?.parse().ok()?;
+            let minor = words.next()?.parse().ok()?;
+            Some((major, minor))
+        })
+        .collect()
+}
+
 /// Totals of /proc/pressure/io in microseconds: `(some, full)`, each `None` when its line is
 /// missing or malformed.
 pub fn psi_totals(text: &str) -> (Option<u64>, Option<u64>) {
@@ -142,5 +155,17 @@ mod tests {
             "older kernels have no full line"
         );
         assert_eq!(psi_totals(""), (None, None));
+    }
+
+    #[test]
+    fn partitions_lists_devices_with_a_medium() {
+        let text = "major minor  #blocks  name\n\n 254        0   41943040 vda\n 254        1   \
+                    41942016 vda1\n   7        3      65536 loop3\n";
+        let devices = partitions(text);
+        assert_eq!(
+            devices.into_iter().collect::<Vec<_>>(),
+            vec![(7, 3), (254, 0), (254, 1)]
+        );
+        assert!(partitions("").is_empty());
     }
 }
