@@ -35,6 +35,12 @@ fn main() -> anyhow::Result<()> {
     if let Some(dir) = common.manifest_path.parent() {
         println!("cargo:rerun-if-changed={dir}");
     }
+    // The workspace's release profile links the daemon with fat LTO (a smaller binary, less of
+    // it resident); the eBPF object is built without it, as before, so the programs the kernel
+    // verifies and runs, and their measured cost, do not change with the daemon's linking.
+    // SAFETY: the build script runs on one thread (cargo_metadata's child has exited), so no
+    // other thread reads the environment while it changes.
+    unsafe { std::env::set_var("CARGO_PROFILE_RELEASE_LTO", "false") };
     let debug = std::env::var_os("CARGO_FEATURE_PROBE_DEBUG").is_some();
     let features: &[&str] = if debug { &["debug"] } else { &[] };
     aya_build::build_ebpf(
