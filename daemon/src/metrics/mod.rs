@@ -21,6 +21,7 @@ pub mod map_overflow;
 pub mod process;
 mod program_info;
 pub mod proto;
+mod run_stats_cache;
 pub mod scrape_errors;
 pub mod self_metrics;
 

@@ -1,13 +1,15 @@
 //! The daemon's own metrics: build info, which probes are attached, failed map reads.
 
-use std::{os::fd::AsFd as _, sync::Arc};
+use std::{os::fd::AsFd as _, sync::Arc, time::Instant};
 
 use prometheus::{
     core::{Collector, Desc},
     proto::MetricFamily,
 };
 
-use super::{MapErrors, describe, program_info, proto::MetricBuilder};
+use super::{
+    MapErrors, describe, program_info, proto::MetricBuilder, run_stats_cache::RunStatsCache,
+};
 use crate::probes::{AttachStatus, ProbeReport};
 
 const FAMILIES: &[(&str, &str)] = &[
@@ -31,7 +33,7 @@ const FAMILIES: &[(&str, &str)] = &[
     ),
     (
         "wbscope_bpf_program_run_seconds_total",
-        "Time the kernel spent running the program (BPF run-time stats: 0 unless `[metrics] bpf_stats = true` or kernel.bpf_stats_enabled = 1).",
+        "Time the kernel spent running the program (BPF run-time stats: 0 unless `[metrics] bpf_stats = true` or kernel.bpf_stats_enabled = 1; read in full when the busiest program's count moved, else at least every 30 s).",
     ),
     (
         "wbscope_bpf_program_runs_total",
@@ -60,6 +62,7 @@ pub struct SelfCollector {
     descs: Vec<Desc>,
     /// Where unreadable program stats are counted, when set.
     scrape_errors: Option<super::ScrapeErrors>,
+    run_stats: RunStatsCache,
 }
 
 /// The family name in `wbscope_scrape_errors_total`.
@@ -87,15 +90,22 @@ impl SelfCollector {
             programs,
             descs: describe(FAMILIES),
             scrape_errors: None,
+            run_stats: RunStatsCache::default(),
         }
     }
 
-    /// Run time and run count of our programs, from the kernel's program info.
+    /// Run time and run count of our programs, from the kernel's program info (read in full
+    /// only when they may have moved: `run_stats_cache`).
     fn program_stats(&self) -> [MetricBuilder; 2] {
         let mut seconds = MetricBuilder::counter("wbscope_bpf_program_run_seconds_total", FAMILIES);
         let mut runs = MetricBuilder::counter("wbscope_bpf_program_runs_total", FAMILIES);
-        for program in &self.programs {
-            let (ns, count) = match program_info::run_stats(program.fd.as_fd()) {
+        let stats = self
+            .run_stats
+            .read(self.programs.len(), Instant::now(), |i| {
+                program_info::run_stats(self.programs[i].fd.as_fd())
+            });
+        for (program, stats) in self.programs.iter().zip(stats) {
+            let (ns, count) = match stats {
                 Ok(stats) => stats,
                 Err(err) => {
                     // Its counters are left out rather than reported as 0.

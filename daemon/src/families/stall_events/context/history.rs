@@ -475,8 +475,9 @@ fn bdi_of(bdis: &Bdis, device: &str) -> Option<BdiState> {
         .map(|(_, b)| *b)
 }
 
-/// Samples `history` every [`super::SAMPLE_INTERVAL`] while the devices write, and every
-/// [`super::IDLE_SAMPLE_INTERVAL`] once they have written nothing for [`IDLE_AFTER`] samples, on a
+/// Samples `history` every [`super::SAMPLE_INTERVAL`] while the devices write, every
+/// [`super::IDLE_SAMPLE_INTERVAL`] once they have written nothing for [`IDLE_AFTER`] samples and
+/// every [`super::LONG_IDLE_SAMPLE_INTERVAL`] after [`LONG_IDLE_AFTER`], on a
 /// thread of its own until the history is dropped. A plain thread, not a runtime task: the map
 /// and debugfs reads are blocking system calls that must never hold up the two runtime threads
 /// serving /metrics, and a sleeping thread costs one wake-up per sample where a task handed to
@@ -507,9 +508,15 @@ pub fn spawn_sampler(history: &Arc<History>) {
 /// Samples in a row with unchanged counters after which the sampler slows down: a second.
 const IDLE_AFTER: u32 = 10;
 
+/// Samples in a row with unchanged counters after which it slows down again: half a minute (a
+/// second at the fast pace, then 58 at the idle one).
+const LONG_IDLE_AFTER: u32 = IDLE_AFTER + 58;
+
 /// The pause before the next sample after `unchanged` samples in a row saw no new writes.
 fn next_interval(unchanged: u32) -> std::time::Duration {
-    if unchanged >= IDLE_AFTER {
+    if unchanged >= LONG_IDLE_AFTER {
+        super::LONG_IDLE_SAMPLE_INTERVAL
+    } else if unchanged >= IDLE_AFTER {
         super::IDLE_SAMPLE_INTERVAL
     } else {
         super::SAMPLE_INTERVAL
@@ -569,6 +576,18 @@ mod tests {
             super::super::IDLE_SAMPLE_INTERVAL
         );
         assert!(super::super::IDLE_SAMPLE_INTERVAL > super::super::SAMPLE_INTERVAL);
+        assert_eq!(
+            next_interval(LONG_IDLE_AFTER - 1),
+            super::super::IDLE_SAMPLE_INTERVAL
+        );
+        assert_eq!(
+            next_interval(LONG_IDLE_AFTER),
+            super::super::LONG_IDLE_SAMPLE_INTERVAL
+        );
+        // Half a minute of unchanged samples before the slowest pace.
+        let spell = super::super::SAMPLE_INTERVAL * IDLE_AFTER
+            + super::super::IDLE_SAMPLE_INTERVAL * (LONG_IDLE_AFTER - IDLE_AFTER);
+        assert_eq!(spell, std::time::Duration::from_secs(30));
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! least [`FRESH_MIN_NS`] arrives, and the flusher's work records. Only changes are kept, so an
 //! idle host's history does not grow. Accuracy: the window starts at the last time the counters
 //! were seen at or before the stall's start (up to one interval early: [`SAMPLE_INTERVAL`] while
-//! the devices write, [`IDLE_SAMPLE_INTERVAL`] right after a second without writes; a second for
+//! the devices write, [`IDLE_SAMPLE_INTERVAL`] right after a second without writes,
+//! [`LONG_IDLE_SAMPLE_INTERVAL`] after half a minute without; a second for
 //! a stall that began more than [`history::FINE_NS`] before its event arrived, since older
 //! samples are thinned to a second apart) and ends at the event's
 //! arrival (milliseconds after its end); bios count when queued, not when completed; bdi dirty
@@ -29,6 +30,12 @@ pub const SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 /// stall that begins right after an idle spell gets a window that starts up to this much early
 /// (nothing was written before the burst, so only the burst's first writes can fall in early).
 pub const IDLE_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How often it samples them once no device has written for half a minute: an idle host (most
+/// of a fleet, most of the time) then pays one wake-up a second, and each sample copies the bio
+/// counters' 128 slots per CPU, the largest part of the idle daemon's CPU time. Same cost as
+/// above, at the start of a burst after a long idle spell only.
+pub const LONG_IDLE_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Events at least this long get a context, with a fresh sample for their end; shorter ones get
 /// none (a storm of tiny events must not read the maps once each), except throttling pauses,
