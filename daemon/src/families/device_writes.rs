@@ -21,7 +21,7 @@ use prometheus::{
 
 use super::{
     CollectorContext, Family, KernelInfo, LayoutError, Part,
-    block::bio_counts::{self, BioCountMaps},
+    block::bio_counts::{self, BioCountMaps, Freshness},
     writeback::{reason_names, sync_mode_label},
 };
 use crate::{
@@ -182,7 +182,7 @@ pub struct DeviceWriteReader {
 impl DeviceWriteReader {
     /// Totals since load by labels (distinct raw keys with the same labels merged).
     pub fn read(&self) -> Option<BTreeMap<SourceLabels, DevWriteStats>> {
-        let entries = self.read_totals()?;
+        let entries = self.read_totals(Freshness::Scrape)?;
         let mut series = BTreeMap::new();
         for (key, stats) in entries {
             series
@@ -198,7 +198,7 @@ impl DeviceWriteReader {
     pub fn read_bytes(&self) -> Option<Vec<(DevWriteKey, u64)>> {
         // `read_totals` is already in raw order.
         let entries = self
-            .read_totals()?
+            .read_totals(Freshness::Now)?
             .into_iter()
             .map(|(key, stats)| (key, stats.bytes))
             .collect();
@@ -206,8 +206,12 @@ impl DeviceWriteReader {
     }
 
     /// Every raw key's totals, CPUs, slots and hash added up, in [`raw_order`].
-    fn read_totals(&self) -> Option<Vec<(DevWriteKey, DevWriteStats)>> {
-        Some(attributed(bio_counts::read(&self.maps, &self.errors)?))
+    fn read_totals(&self, freshness: Freshness) -> Option<Vec<(DevWriteKey, DevWriteStats)>> {
+        Some(attributed(bio_counts::read(
+            &self.maps,
+            &self.errors,
+            freshness,
+        )?))
     }
 
     /// The labels of one raw key (the device's name is read from sysfs).

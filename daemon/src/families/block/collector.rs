@@ -109,7 +109,12 @@ impl BlockCollector {
             .read(e, |acc: &mut RqStats, v| acc.merge(v), RqStats::ZERO)
             .unwrap_or_default();
         let mut snap = split(rq_stats);
-        snap.bio_counts = super::bio_counts::read(&self.maps.bio_counts, e).unwrap_or_default();
+        snap.bio_counts = super::bio_counts::read(
+            &self.maps.bio_counts,
+            e,
+            super::bio_counts::Freshness::Scrape,
+        )
+        .unwrap_or_default();
         snap
     }
 }
