@@ -26,10 +26,13 @@ use crate::metrics::{MapErrors, Slotted};
 /// The shared map pair, with its last read.
 pub type BioCountMaps = Arc<SharedBioCounts>;
 
+/// Every bio key's counts, CPUs, slots and hash added up.
+pub type BioCountsRead = Vec<(BioKey, BioCounts)>;
+
 /// The maps and the last read of them.
 pub struct SharedBioCounts {
     maps: Slotted<BioKey, BioCounts>,
-    last: Mutex<Option<(Instant, Vec<(BioKey, BioCounts)>)>>,
+    last: Mutex<Option<(Instant, BioCountsRead)>>,
 }
 
 /// How old a read may be and still serve a scrape: the families of one scrape are gathered
@@ -74,7 +77,7 @@ pub fn read(
     maps: &BioCountMaps,
     errors: &MapErrors,
     freshness: Freshness,
-) -> Option<Vec<(BioKey, BioCounts)>> {
+) -> Option<BioCountsRead> {
     read_at(maps, freshness, Instant::now(), || {
         maps.maps.read(
             errors,
@@ -89,8 +92,8 @@ fn read_at(
     maps: &SharedBioCounts,
     freshness: Freshness,
     now: Instant,
-    read_maps: impl FnOnce() -> Option<Vec<(BioKey, BioCounts)>>,
-) -> Option<Vec<(BioKey, BioCounts)>> {
+    read_maps: impl FnOnce() -> Option<BioCountsRead>,
+) -> Option<BioCountsRead> {
     if freshness == Freshness::Now {
         return read_maps();
     }
@@ -123,7 +126,7 @@ mod tests {
         }
     }
 
-    fn counts(bios: u64) -> Option<Vec<(BioKey, BioCounts)>> {
+    fn counts(bios: u64) -> Option<BioCountsRead> {
         let key = BioKey {
             dev: 1,
             op: 1,
@@ -144,7 +147,7 @@ mod tests {
     fn a_scrape_reuses_a_recent_scrape_read_and_never_the_samplers() {
         let maps = shared();
         let t0 = Instant::now();
-        let bios = |c: Option<Vec<(BioKey, BioCounts)>>| c.map(|v| v[0].1.bios);
+        let bios = |c: Option<BioCountsRead>| c.map(|v| v[0].1.bios);
         // The sampler's read is not kept for a scrape.
         assert_eq!(
             bios(read_at(&maps, Freshness::Now, t0, || counts(1))),

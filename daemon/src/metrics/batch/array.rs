@@ -30,16 +30,7 @@ pub fn per_cpu_array<V: Pod>(
             entries as usize * element_bytes,
         );
         let mut out_batch = 0u32;
-        let mut attr = BatchAttr {
-            in_batch: 0,
-            out_batch: (&raw mut out_batch) as u64,
-            keys: scratch.keys.as_mut_ptr() as u64,
-            values: scratch.values.as_mut_ptr() as u64,
-            count: entries,
-            map_fd: 0,
-            elem_flags: 0,
-            flags: 0,
-        };
+        let mut attr = BatchAttr::new(scratch, entries, None, &mut out_batch);
         // SAFETY: the buffers have room for `entries` u32 keys and `entries` values of `cpus`
         // copies of `stride` bytes, which is what the kernel writes for a per-CPU array of `V`;
         // an array's batch token is a u32 key, and `out_batch` is one.

@@ -35,28 +35,18 @@ pub fn per_cpu_hash<K: Pod, V: Pod>(
     let mut chunk = (CHUNK_BYTES / element_bytes).max(MIN_CHUNK) as u32;
     with_scratch(|scratch| {
         let mut out = Vec::new();
-        // The kernel's batch token for a hash is a u32 bucket index; no token starts at 0.
-        let mut token = 0u32;
-        let mut first = true;
+        // The kernel's batch token for a hash is a u32 bucket index; none starts at the first.
+        let mut token: Option<u32> = None;
         loop {
             scratch.reserve(
                 chunk as usize * size_of::<K>(),
                 chunk as usize * element_bytes,
             );
             let mut next = 0u32;
-            let mut attr = BatchAttr {
-                in_batch: if first { 0 } else { (&raw const token) as u64 },
-                out_batch: (&raw mut next) as u64,
-                keys: scratch.keys.as_mut_ptr() as u64,
-                values: scratch.values.as_mut_ptr() as u64,
-                count: chunk,
-                map_fd: 0,
-                elem_flags: 0,
-                flags: 0,
-            };
+            let mut attr = BatchAttr::new(scratch, chunk, token.as_ref(), &mut next);
             // SAFETY: the buffers have room for `chunk` keys of `size_of::<K>()` bytes (the
             // kernel packs them at the key size) and `chunk` values of `cpus` copies of
-            // `stride` bytes; a hash's batch token is a u32, and `token` and `next` are ones.
+            // `stride` bytes; a hash's batch token is a u32, as `token` and `next` are.
             let batch = unsafe { lookup_batch(map.map(), &mut attr)? };
             if batch == Batch::NoRoom {
                 // One bucket holds more keys than a call had room for: ask for more at once.
@@ -85,8 +75,7 @@ pub fn per_cpu_hash<K: Pod, V: Pod>(
             if batch == Batch::End {
                 return Ok(out);
             }
-            token = next;
-            first = false;
+            token = Some(next);
         }
     })
 }

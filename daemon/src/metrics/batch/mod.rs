@@ -39,6 +39,28 @@ struct BatchAttr {
     flags: u64,
 }
 
+impl BatchAttr {
+    /// A call asking for `count` elements into `scratch`'s buffers, from the batch token at
+    /// `in_batch` (the map's start when `None`), the next token to go to `out_batch`.
+    fn new(
+        scratch: &mut scratch::Scratch,
+        count: u32,
+        in_batch: Option<&u32>,
+        out_batch: &mut u32,
+    ) -> BatchAttr {
+        BatchAttr {
+            in_batch: in_batch.map_or(0, |token| std::ptr::from_ref(token) as u64),
+            out_batch: std::ptr::from_mut(out_batch) as u64,
+            keys: scratch.keys.as_mut_ptr() as u64,
+            values: scratch.values.as_mut_ptr() as u64,
+            count,
+            map_fd: 0,
+            elem_flags: 0,
+            flags: 0,
+        }
+    }
+}
+
 /// Why a batch read gave no values.
 #[derive(Debug, thiserror::Error)]
 pub enum BatchError {
