@@ -69,17 +69,8 @@ impl OverflowCollector {
                 *total = total.wrapping_add(count);
             }
         };
-        match super::batch::per_cpu_array(counters, &mut add) {
-            Ok(()) => {}
-            Err(super::batch::BatchError::Unsupported) => {
-                for slot in 0..counters.len() {
-                    match counters.get(&slot, 0) {
-                        Ok(per_cpu) => per_cpu.iter().for_each(|count| add(slot, *count)),
-                        Err(err) => return self.failed(&err),
-                    }
-                }
-            }
-            Err(err) => return self.failed(&err),
+        if let Err(err) = super::batch::per_cpu_array(counters, &mut add) {
+            return self.failed(&err);
         }
         let mut family = MetricBuilder::counter(FAMILIES[0].0, FAMILIES);
         for (slot, map) in MAPS {

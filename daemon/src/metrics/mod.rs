@@ -80,33 +80,12 @@ pub fn read_per_cpu_hash<K: Pod, V: Pod>(
         return None;
     };
     // Batch reads where the kernel has them (5.6+), else key by key.
-    match batch::per_cpu_hash(map, &merge, zero) {
-        Ok(entries) => return Some(entries),
-        Err(batch::BatchError::Unsupported) => {}
-        Err(err) => {
+    batch::per_cpu_hash(map, &merge, zero)
+        .map_err(|err| {
             errors.count(name);
             tracing::warn!("reading map {name}: {err}");
-            return None;
-        }
-    }
-    let mut out = Vec::new();
-    for entry in map.iter() {
-        match entry {
-            Ok((key, values)) => {
-                let mut total = zero;
-                for v in values.iter() {
-                    merge(&mut total, v);
-                }
-                out.push((key, total));
-            }
-            Err(err) => {
-                errors.count(name);
-                tracing::warn!("reading map {name}: {err}");
-                return None;
-            }
-        }
-    }
-    Some(out)
+        })
+        .ok()
 }
 
 /// An aggregate kept in a per-CPU slot array in front of a per-CPU hash
@@ -170,38 +149,11 @@ where
                 }
             }
         };
-        match batch::per_cpu_array(slots, |_, slot| add_slot(slot)) {
-            Ok(()) => {}
-            Err(batch::BatchError::Unsupported) => {
-                self.read_slots_one_by_one(slots, errors, &mut add_slot)?;
-            }
-            Err(err) => {
-                errors.count(self.slots_name);
-                tracing::warn!("reading map {}: {err}", self.slots_name);
-                return None;
-            }
+        if let Err(err) = batch::per_cpu_array(slots, |_, slot| add_slot(slot)) {
+            errors.count(self.slots_name);
+            tracing::warn!("reading map {}: {err}", self.slots_name);
+            return None;
         }
         Some(out)
-    }
-
-    /// The slot array element by element, for kernels without batch lookups; `None` (counted
-    /// and logged) when an element cannot be read.
-    fn read_slots_one_by_one(
-        &self,
-        slots: &PerCpuArray<MapData, Slot<V>>,
-        errors: &MapErrors,
-        add_slot: &mut impl FnMut(Slot<V>),
-    ) -> Option<()> {
-        for index in 0..slots.len() {
-            match slots.get(&index, 0) {
-                Ok(per_cpu) => per_cpu.iter().copied().for_each(&mut *add_slot),
-                Err(err) => {
-                    errors.count(self.slots_name);
-                    tracing::warn!("reading map {}: {err}", self.slots_name);
-                    return None;
-                }
-            }
-        }
-        Some(())
     }
 }

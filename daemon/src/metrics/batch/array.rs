@@ -10,15 +10,34 @@ use aya::{
 };
 
 use super::{
-    Batch, BatchAttr, BatchError, lookup_batch, per_cpu_stride, possible_cpus,
+    Batch, BatchAttr, BatchError, lookup_batch, per_cpu_copies, per_cpu_stride, possible_cpus,
     scratch::with_scratch,
 };
 
-/// Calls `each(index, value)` for every CPU's copy of every element of `map`, in index order,
-/// once the whole array is read (nothing is visited when the read fails).
+/// Calls `each(index, value)` for every CPU's copy of every element of `map`, in index order:
+/// in one batch call, or element by element on a kernel without batch lookups. On an error the
+/// caller must drop what `each` saw (an element-by-element read may fail part way).
 pub fn per_cpu_array<V: Pod>(
     map: &PerCpuArray<MapData, V>,
     mut each: impl FnMut(u32, V),
+) -> Result<(), BatchError> {
+    match in_one_call(map, &mut each) {
+        Err(BatchError::Unsupported) => {
+            for index in 0..map.len() {
+                map.get(&index, 0)?
+                    .iter()
+                    .for_each(|value| each(index, *value));
+            }
+            Ok(())
+        }
+        done => done,
+    }
+}
+
+/// The whole array in one batch call; nothing is visited when it fails.
+fn in_one_call<V: Pod>(
+    map: &PerCpuArray<MapData, V>,
+    each: &mut impl FnMut(u32, V),
 ) -> Result<(), BatchError> {
     let entries = map.len();
     let cpus = possible_cpus()?;
@@ -46,13 +65,7 @@ pub fn per_cpu_array<V: Pod>(
         let elements =
             scratch.values[..entries as usize * element_bytes].chunks_exact(element_bytes);
         for (index, element) in (0u32..).zip(elements) {
-            for cpu_copy in element.chunks_exact(stride) {
-                // SAFETY: each chunk is `stride >= size_of::<V>()` bytes; `V: Pod` may take any
-                // bytes, and read_unaligned has no alignment need.
-                each(index, unsafe {
-                    std::ptr::read_unaligned(cpu_copy.as_ptr().cast::<V>())
-                });
-            }
+            per_cpu_copies(element).for_each(|value| each(index, value));
         }
         Ok(())
     })

@@ -7,7 +7,7 @@ use aya::{
 };
 
 use super::{
-    Batch, BatchAttr, BatchError, lookup_batch, per_cpu_stride, possible_cpus,
+    Batch, BatchAttr, BatchError, lookup_batch, per_cpu_copies, per_cpu_stride, possible_cpus,
     scratch::with_scratch,
 };
 
@@ -23,8 +23,28 @@ const MIN_CHUNK: usize = 8;
 const MAX_CHUNK: u32 = 1 << 16;
 
 /// Every key of `map` with its CPUs' values added up by `merge` from `zero`, in the kernel's
-/// bucket order.
+/// bucket order: in batch calls, or key by key on a kernel without batch lookups.
 pub fn per_cpu_hash<K: Pod, V: Pod>(
+    map: &PerCpuHashMap<MapData, K, V>,
+    merge: impl Fn(&mut V, &V),
+    zero: V,
+) -> Result<Vec<(K, V)>, BatchError> {
+    match in_batches(map, &merge, zero) {
+        Err(BatchError::Unsupported) => map
+            .iter()
+            .map(|entry| {
+                let (key, values) = entry?;
+                let mut total = zero;
+                values.iter().for_each(|value| merge(&mut total, value));
+                Ok((key, total))
+            })
+            .collect(),
+        done => done,
+    }
+}
+
+/// The whole hash in batch calls.
+fn in_batches<K: Pod, V: Pod>(
     map: &PerCpuHashMap<MapData, K, V>,
     merge: impl Fn(&mut V, &V),
     zero: V,
@@ -60,16 +80,11 @@ pub fn per_cpu_hash<K: Pod, V: Pod>(
             let keys = scratch.keys[..copied * size_of::<K>()].chunks_exact(size_of::<K>());
             let values = scratch.values[..copied * element_bytes].chunks_exact(element_bytes);
             for (key, per_cpu) in keys.zip(values) {
-                // SAFETY: `key` is `size_of::<K>()` bytes and each CPU's copy `stride >=
-                // size_of::<V>()`; `K`, `V: Pod` may take any bytes, and read_unaligned has no
-                // alignment need.
+                // SAFETY: `key` is `size_of::<K>()` bytes; `K: Pod` may take any bytes, and
+                // read_unaligned has no alignment need.
                 let key = unsafe { std::ptr::read_unaligned(key.as_ptr().cast::<K>()) };
                 let mut total = zero;
-                for cpu_copy in per_cpu.chunks_exact(stride) {
-                    // SAFETY: as above.
-                    let value = unsafe { std::ptr::read_unaligned(cpu_copy.as_ptr().cast::<V>()) };
-                    merge(&mut total, &value);
-                }
+                per_cpu_copies::<V>(per_cpu).for_each(|value| merge(&mut total, &value));
                 out.push((key, total));
             }
             if batch == Batch::End {

@@ -6,7 +6,7 @@
 //! some twenty maps, and the stall-context sampler reads the bio counters several times a
 //! second between scrapes: element by element that was most of the daemon's system calls and
 //! most of what its idle sampler spent in malloc. A kernel without batch lookups (`EINVAL`) is
-//! read element by element, as before, by the callers.
+//! read element by element through aya, as before, here rather than by each caller.
 
 mod array;
 mod hash;
@@ -17,7 +17,7 @@ pub use hash::per_cpu_hash;
 
 use std::os::fd::{AsFd as _, AsRawFd as _};
 
-use aya::maps::MapData;
+use aya::{Pod, maps::MapData};
 
 /// `BPF_MAP_LOOKUP_BATCH` (include/uapi/linux/bpf.h, `enum bpf_cmd`).
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
@@ -75,6 +75,9 @@ pub enum BatchError {
     Short { got: u32, want: u32 },
     #[error("BPF_MAP_LOOKUP_BATCH: one hash bucket holds more than {0} elements")]
     BucketTooLarge(u32),
+    /// An element read failed on a kernel without batch lookups.
+    #[error(transparent)]
+    Element(#[from] aya::maps::MapError),
 }
 
 /// How one batch call ended.
@@ -130,4 +133,14 @@ fn possible_cpus() -> Result<usize, BatchError> {
 /// The bytes the kernel gives one CPU's copy of a per-CPU value: its size rounded up to 8.
 const fn per_cpu_stride<V>() -> usize {
     size_of::<V>().next_multiple_of(8)
+}
+
+/// Each CPU's copy of one per-CPU value as the kernel lays them out: `cpus` copies of
+/// [`per_cpu_stride`] bytes.
+fn per_cpu_copies<V: Pod>(element: &[u8]) -> impl Iterator<Item = V> + '_ {
+    element.chunks_exact(per_cpu_stride::<V>()).map(|copy| {
+        // SAFETY: each chunk is `per_cpu_stride::<V>() >= size_of::<V>()` bytes; `V: Pod` may
+        // take any bytes, and read_unaligned has no alignment need.
+        unsafe { std::ptr::read_unaligned(copy.as_ptr().cast::<V>()) }
+    })
 }
