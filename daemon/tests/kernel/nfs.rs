@@ -96,13 +96,13 @@ impl Counted {
 
 /// Runs `workload`, then waits until the daemon has seen every WRITE and COMMIT the mount's
 /// counters show, and checks the daemon, mountstats and the trace agree exactly. Returns the
-/// counts for the test's own assertions.
+/// counts for the test's own assertions, and the trace for [`tear_down`].
 fn measure(
     nfs: &NfsLoopback,
     daemon: &TestDaemon,
     what: &str,
     workload: impl FnOnce(&Path),
-) -> (Counted, MountStats) {
+) -> (Counted, MountStats, NfsTrace) {
     let device = nfs.device_label();
     let (major, minor) = device
         .split_once(':')
@@ -162,7 +162,20 @@ fn measure(
     assert_eq!(counted.write_latencies, counted.writes(), "{context}");
     assert_eq!(counted.commit_latencies, counted.commits, "{context}");
     assert_eq!(counted.write_errors, 0.0, "{context}");
-    (counted, kernel)
+    (counted, kernel, trace)
+}
+
+/// Unmounts and stops the server first, then stops the trace and the daemon. Turning a
+/// tracepoint off rewrites the kernel's code at its call sites (with int3 breakpoints and
+/// cross-CPU calls), and under QEMU's multi-threaded emulation that rewriting has hung guests (an
+/// int3 oops while booting, see `cargo xtask vmtest`); a 6.1 guest also hung twice in one run
+/// right after this test's measurement, while the trace and the daemon were being stopped with
+/// the NFS client's and server's threads still running those tracepoints. With the mount gone and
+/// nfsd stopped, no other CPU runs that code while it is rewritten.
+fn tear_down(nfs: NfsLoopback, trace: NfsTrace, daemon: TestDaemon) {
+    drop(nfs);
+    drop(trace);
+    drop(daemon);
 }
 
 /// 8 MiB written in order, then fsync: the client sends UNSTABLE WRITEs (the server may cache
@@ -174,7 +187,7 @@ fn sequential_writes_and_fsync_are_unstable_writes_and_a_commit() {
     let Some((nfs, daemon)) = set_up() else {
         return;
     };
-    let (counted, kernel) = measure(&nfs, &daemon, "8 MiB sequential + fsync", |dir| {
+    let (counted, kernel, trace) = measure(&nfs, &daemon, "8 MiB sequential + fsync", |dir| {
         let mut file = File::create(dir.join("sequential")).expect("create");
         let chunk = vec![0x5au8; MIB as usize];
         for _ in 0..8 {
@@ -182,6 +195,7 @@ fn sequential_writes_and_fsync_are_unstable_writes_and_a_commit() {
         }
         file.sync_all().expect("fsync");
     });
+    tear_down(nfs, trace, daemon);
     assert!(kernel.writes > 0, "the fsync sent no WRITE");
     assert_eq!(counted.unstable, kernel.writes as f64, "{counted:?}");
     assert!(kernel.commits >= 1, "no COMMIT after the UNSTABLE WRITEs");
@@ -217,7 +231,7 @@ fn random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose() {
         .open(&path)
         .expect("open");
     let pages = random_pages(16 * MIB / PAGE, 64);
-    let (counted, kernel) = measure(&nfs, &daemon, "64 random 4 KiB writes + fsync", |_| {
+    let (counted, kernel, trace) = measure(&nfs, &daemon, "64 random 4 KiB writes + fsync", |_| {
         let page = vec![0xa5u8; PAGE as usize];
         for p in &pages {
             file.write_all_at(&page, p * PAGE).expect("pwrite");
@@ -225,6 +239,7 @@ fn random_4k_writes_and_fsync_are_counted_by_the_stability_the_kernel_chose() {
         file.sync_all().expect("fsync");
     });
     drop(file);
+    tear_down(nfs, trace, daemon);
     assert!(kernel.writes > 0, "the fsync sent no WRITE");
     assert_eq!(kernel.server_written_bytes, 64 * PAGE);
     assert_eq!(counted.sync_mode_all, counted.writes(), "{counted:?}");

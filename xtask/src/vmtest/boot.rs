@@ -31,6 +31,30 @@ pub struct Boot<'a> {
     /// How long the console may stay silent before the guest is taken for dead (longer than
     /// the guest's own per-test watchdog, which prints when it fires).
     pub silence_limit: Duration,
+    /// How QEMU runs the guest's two vCPUs.
+    pub emulation: Emulation,
+}
+
+/// How QEMU's TCG runs the vCPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emulation {
+    /// A host thread per vCPU (`tcg,thread=multi`): the faster way, and the one the tests run
+    /// under first.
+    Threaded,
+    /// One host thread taking the vCPUs in turn (`tcg,thread=single`): slower, but a guest
+    /// CPU's code rewrite and another CPU's run of that code never overlap in the emulator, the
+    /// condition under which threaded guests have hung. Used for the boot that runs the tests
+    /// left after a guest hung.
+    OneThread,
+}
+
+impl Emulation {
+    fn accel(self) -> &'static str {
+        match self {
+            Emulation::Threaded => "tcg,thread=multi",
+            Emulation::OneThread => "tcg,thread=single",
+        }
+    }
 }
 
 /// Where Debian's C virtiofsd lives (shipped in qemu-system-common).
@@ -140,7 +164,7 @@ fn qemu_args(boot: &Boot, socket: &Path) -> Vec<String> {
     let mem = boot.memory_mib;
     let pairs: [(&str, String); 16] = [
         // KVM on these hosts cannot run stock kernels; TCG always works (and is slower).
-        ("-accel", "tcg,thread=multi".into()),
+        ("-accel", boot.emulation.accel().into()),
         ("-cpu", "max".into()),
         ("-smp", "2".into()),
         ("-m", format!("{mem}M")),
@@ -171,10 +195,13 @@ fn qemu_args(boot: &Boot, socket: &Path) -> Vec<String> {
         ("-serial", "stdio".into()),
         ("-nic", "none".into()),
         ("-no-reboot", String::new()),
+        // `quiet` keeps the boot's chatter off the console, `loglevel=5` lets warnings through:
+        // the registers and call trace of a lockup report are printed at warning level, and
+        // without them a hung guest's console does not say where its CPUs were.
         (
             "-append",
             format!(
-                "console=ttyS0 panic=-1 quiet cgroup_no_v1=all guestcmd={}",
+                "console=ttyS0 panic=-1 quiet loglevel=5 cgroup_no_v1=all guestcmd={}",
                 boot.guest_script.display()
             ),
         ),
@@ -295,5 +322,34 @@ mod tests {
             guest.verdict().as_deref(),
             Some("guest kernel reported \"soft lockup - CPU#\" 61 s ago")
         );
+    }
+
+    #[test]
+    fn the_retry_boot_runs_on_one_thread_and_lockups_print_their_traces() {
+        let path = Path::new("/nonexistent");
+        let args = |emulation| {
+            qemu_args(
+                &Boot {
+                    vmlinuz: path,
+                    initramfs: path,
+                    scratch: path,
+                    guest_script: path,
+                    memory_mib: 512,
+                    timeout: Duration::from_secs(1),
+                    log: path,
+                    silence_limit: Duration::from_secs(1),
+                    emulation,
+                },
+                path,
+            )
+        };
+        let after = |args: &[String], flag: &str| {
+            let at = args.iter().position(|a| a == flag).expect("flag");
+            args[at + 1].clone()
+        };
+        let threaded = args(Emulation::Threaded);
+        assert_eq!(after(&threaded, "-accel"), "tcg,thread=multi");
+        assert!(after(&threaded, "-append").contains(" loglevel=5 "));
+        assert_eq!(after(&args(Emulation::OneThread), "-accel"), "tcg,thread=single");
     }
 }
