@@ -18,6 +18,22 @@ pub const SLOT_BITS: u32 = 5;
 /// Slots per array.
 pub const SLOT_COUNT: u32 = 1 << SLOT_BITS;
 
+/// Elements of an array of `1 << slot_bits` slots: the slots, then the claim counter
+/// ([`claims_index`]).
+pub const fn array_len(slot_bits: u32) -> u32 {
+    (1 << slot_bits) + 1
+}
+
+/// The element after the slots, which no key can take (candidates are masked to the slots):
+/// its `key` counts, per CPU, the slots taken on that CPU. A slot once taken is never freed, so
+/// while the CPUs' sum stays the same, user space knows every used slot from its last whole
+/// read and reads only those (a handful of 32 or 128), and reads the whole array again when the
+/// sum moves. Written only when a key takes a slot, a few times per key for the daemon's life:
+/// nothing on the per-event path.
+pub const fn claims_index(slot_bits: u32) -> u32 {
+    1 << slot_bits
+}
+
 /// One slot: the key's bits, whether a key holds it, and that key's value on this CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +112,25 @@ mod tests {
             sync: 1,
         };
         assert_eq!(key_from_bits::<Key>(key_bits(&k)), k);
+    }
+
+    #[test]
+    fn no_key_can_take_the_claim_counter() {
+        for slot_bits in [SLOT_BITS, 7] {
+            assert_eq!(array_len(slot_bits), claims_index(slot_bits) + 1);
+            let mut state = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..100_000 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                assert!(
+                    slot_indexes(state, slot_bits)
+                        .iter()
+                        .all(|s| *s < claims_index(slot_bits)),
+                    "{state:#x}"
+                );
+            }
+        }
     }
 
     #[test]

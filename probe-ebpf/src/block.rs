@@ -25,12 +25,12 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
-    BIO_SLOT_BITS, BIO_SLOT_COUNT, BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST,
+    BIO_SLOT_BITS, BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST,
     FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED,
     RqStats,
 };
 use probe_common::map_overflow;
-use probe_common::slots::{SLOT_BITS, SLOT_COUNT, Slot};
+use probe_common::slots::{SLOT_BITS, Slot, array_len};
 
 use crate::{
     hist::{record, slot_or_insert},
@@ -62,7 +62,8 @@ static BLOCK_RQ_STATS: PerCpuHashMap<BlockKey, RqStats> = PerCpuHashMap::with_ma
 /// The slots in front of [`BLOCK_RQ_STATS`] (`probe_common::slots`): issue and completion of
 /// every request update one.
 #[map]
-static BLOCK_RQ_SLOTS: PerCpuArray<Slot<RqStats>> = PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+static BLOCK_RQ_SLOTS: PerCpuArray<Slot<RqStats>> =
+    PerCpuArray::with_max_entries(array_len(SLOT_BITS), 0);
 
 /// Bio counters by [`BioKey`]: (dev, op) and the device-writes family's attribution. Feeds
 /// bio-level flags and the device-writes family's bytes and bios.
@@ -75,7 +76,7 @@ static BLOCK_BIO_COUNTS: PerCpuHashMap<BioKey, BioCounts> =
 /// the other aggregates (`probe_common::block::BIO_SLOT_BITS`).
 #[map]
 static BLOCK_BIO_SLOTS: PerCpuArray<Slot<BioCounts>> =
-    PerCpuArray::with_max_entries(BIO_SLOT_COUNT, 0);
+    PerCpuArray::with_max_entries(array_len(BIO_SLOT_BITS), 0);
 
 /// Issue time by request address, for requests the kernel does not time itself. LRU, so
 /// requests whose completion is never seen (attach races, driver timeouts) cannot fill it.

@@ -7,7 +7,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::{Log2Hist, SLOTS, slot_for},
     map_overflow,
-    slots::{Slot, key_bits, slot_indexes},
+    slots::{Slot, claims_index, key_bits, slot_indexes},
 };
 
 /// `BPF_NOEXIST`: insert only if the key is absent, so two programs racing to create the same
@@ -63,13 +63,13 @@ pub fn slot_or_insert<K: Copy, V>(
 ) -> Option<*mut V> {
     let bits = key_bits(key);
     let [first, second, third] = slot_indexes(bits, slot_bits);
-    if let Some(v) = claimed(slots, first, bits) {
+    if let Some(v) = claimed(slots, slot_bits, first, bits) {
         return Some(v);
     }
-    if let Some(v) = claimed(slots, second, bits) {
+    if let Some(v) = claimed(slots, slot_bits, second, bits) {
         return Some(v);
     }
-    if let Some(v) = claimed(slots, third, bits) {
+    if let Some(v) = claimed(slots, slot_bits, third, bits) {
         return Some(v);
     }
     value_or_insert(map, key, zero, overflow_slot)
@@ -78,7 +78,12 @@ pub fn slot_or_insert<K: Copy, V>(
 /// This CPU's value in slot `index` if the key whose bits are `bits` holds it or takes it now
 /// (a free slot).
 #[inline(always)]
-fn claimed<V>(slots: &PerCpuArray<Slot<V>>, index: u32, bits: u64) -> Option<*mut V> {
+fn claimed<V>(
+    slots: &PerCpuArray<Slot<V>>,
+    slot_bits: u32,
+    index: u32,
+    bits: u64,
+) -> Option<*mut V> {
     let slot = slots.get_ptr_mut(index)?;
     // SAFETY: this CPU's element of a per-CPU array, valid for this program run; only this CPU
     // writes it.
@@ -87,8 +92,20 @@ fn claimed<V>(slots: &PerCpuArray<Slot<V>>, index: u32, bits: u64) -> Option<*mu
         // Free since load, so its value is still the kernel's zeroes.
         slot.key = bits;
         slot.used = 1;
+        // After the slot is marked: user space that sees the new sum reads the whole array.
+        count_claim(slots, slot_bits);
     }
     (slot.key == bits).then_some(&raw mut slot.value)
+}
+
+/// Counts one slot taken on this CPU in the array's claim counter (`slots::claims_index`).
+#[inline(always)]
+fn count_claim<V>(slots: &PerCpuArray<Slot<V>>, slot_bits: u32) {
+    if let Some(counter) = slots.get_ptr_mut(claims_index(slot_bits)) {
+        // SAFETY: this CPU's element of a per-CPU array, valid for this program run; only this
+        // CPU writes it.
+        unsafe { (*counter).key += 1 };
+    }
 }
 
 /// Records one duration in a histogram that lives in a map value.

@@ -35,7 +35,7 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::map_overflow;
-use probe_common::slots::{SLOT_BITS, SLOT_COUNT, Slot};
+use probe_common::slots::{SLOT_BITS, Slot, array_len};
 use probe_common::submissions::{
     Ext4WritepagesResultFormat, PassState, SubmitKey, SubmitStats, WbCaller, WbcLayout,
 };
@@ -89,7 +89,7 @@ static WB_SUBMISSIONS: PerCpuHashMap<SubmitKey, SubmitStats> =
 /// are counted without a hash lookup.
 #[map]
 static WB_SUBMISSION_SLOTS: PerCpuArray<Slot<SubmitStats>> =
-    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+    PerCpuArray::with_max_entries(array_len(SLOT_BITS), 0);
 
 /// Kernel threads that write back inodes, by thread id: [`IN_INODE`] inside
 /// `__writeback_single_inode()`, [`IN_INODE_WITH_PASS`] once a per-folio pass was opened there,

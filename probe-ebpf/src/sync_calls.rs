@@ -29,7 +29,7 @@ use aya_ebpf::{
 use probe_common::{
     hist::Log2Hist,
     map_overflow,
-    slots::{SLOT_BITS, SLOT_COUNT, Slot},
+    slots::{SLOT_BITS, Slot, array_len},
     stall_events::InflightSync,
     sync_calls::{
         MS_SYNC, SfrKey, SyncKey, SyncStart, SyncSyscall,
@@ -94,7 +94,7 @@ static SYNC_CALL_LATENCY: PerCpuHashMap<SyncKey, Log2Hist> =
 /// (call, device) keys are recorded without a hash lookup.
 #[map]
 static SYNC_CALL_LATENCY_SLOTS: PerCpuArray<Slot<Log2Hist>> =
-    PerCpuArray::with_max_entries(SLOT_COUNT, 0);
+    PerCpuArray::with_max_entries(array_len(SLOT_BITS), 0);
 
 /// The same for anonymous superblocks (major 0: tmpfs, overlay, proc, btrfs, nfs, fuse…): a map
 /// of its own, so that a container host's thousands of mounts fill only this one and never

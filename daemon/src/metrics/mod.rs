@@ -9,9 +9,8 @@ use std::{
 
 use aya::{
     Pod,
-    maps::{MapData, PerCpuArray, PerCpuHashMap},
+    maps::{MapData, PerCpuHashMap},
 };
-use probe_common::slots::{Slot, key_from_bits};
 use prometheus::core::Desc;
 
 mod batch;
@@ -24,9 +23,11 @@ pub mod proto;
 mod run_stats_cache;
 pub mod scrape_errors;
 pub mod self_metrics;
+mod slotted;
 
 pub use scrape_errors::ScrapeErrors;
 pub use self_metrics::{AttachedProgram, SelfCollector};
+pub use slotted::Slotted;
 
 /// Failed map reads by map name, shared by every collector and exported as
 /// `wbscope_map_read_errors_total`.
@@ -86,74 +87,4 @@ pub fn read_per_cpu_hash<K: Pod, V: Pod>(
             tracing::warn!("reading map {name}: {err}");
         })
         .ok()
-}
-
-/// An aggregate kept in a per-CPU slot array in front of a per-CPU hash
-/// (`probe_common::slots`): the two maps, named for errors.
-pub struct Slotted<K: Pod, V: Pod>
-where
-    Slot<V>: Pod,
-{
-    pub slots_name: &'static str,
-    pub slots: Option<PerCpuArray<MapData, Slot<V>>>,
-    pub name: &'static str,
-    pub map: Option<PerCpuHashMap<MapData, K, V>>,
-}
-
-impl<K: Pod + PartialEq, V: Pod> Slotted<K, V>
-where
-    Slot<V>: Pod,
-{
-    /// Takes both maps out of the object.
-    pub fn take(ebpf: &mut aya::Ebpf, slots_name: &'static str, name: &'static str) -> Self {
-        Slotted {
-            slots_name,
-            slots: ebpf
-                .take_map(slots_name)
-                .and_then(|m| PerCpuArray::try_from(m).ok()),
-            name,
-            map: ebpf
-                .take_map(name)
-                .and_then(|m| PerCpuHashMap::try_from(m).ok()),
-        }
-    }
-
-    /// Every key's value, the CPUs' slots and the hash added up with `merge`; `None` (counted
-    /// and logged, like [`read_per_cpu_hash`]) when either map cannot be read, since a part
-    /// of a count must not pass for all of it.
-    pub fn read(
-        &self,
-        errors: &MapErrors,
-        merge: impl Fn(&mut V, &V),
-        zero: V,
-    ) -> Option<Vec<(K, V)>> {
-        let mut out = read_per_cpu_hash(self.name, self.map.as_ref(), errors, &merge, zero)?;
-        errors.register(self.slots_name);
-        let Some(slots) = self.slots.as_ref() else {
-            errors.count(self.slots_name);
-            tracing::warn!("map {} is missing from the eBPF object", self.slots_name);
-            return None;
-        };
-        // A used slot's key and value join the hash's, CPU by CPU.
-        let mut add_slot = |slot: Slot<V>| {
-            if slot.used == 0 {
-                return;
-            }
-            let key: K = key_from_bits(slot.key);
-            match out.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, total)) => merge(total, &slot.value),
-                None => {
-                    let mut total = zero;
-                    merge(&mut total, &slot.value);
-                    out.push((key, total));
-                }
-            }
-        };
-        if let Err(err) = batch::per_cpu_array(slots, |_, slot| add_slot(slot)) {
-            errors.count(self.slots_name);
-            tracing::warn!("reading map {}: {err}", self.slots_name);
-            return None;
-        }
-        Some(out)
-    }
 }

@@ -4,8 +4,9 @@
 //! `probe_common::block::BioKey`), so the map is taken out of the object once and shared.
 //!
 //! A scrape reads the counters for both families, and the stall-context sampler reads them too,
-//! several times a second: the slot array alone is 128 elements per CPU that the kernel copies
-//! out one by one. A scrape's families therefore share one read: a scrape's read younger than
+//! up to ten times a second: each read is the hash, the slot array's claim counter and the used
+//! slots (`crate::metrics::Slotted`), several system calls. A scrape's families therefore share
+//! one read: a scrape's read younger than
 //! [`SCRAPE_REUSE`] serves the next family (or a concurrent scrape) again. The sampler's reads
 //! are its own, neither reused nor kept: a scrape right after a workload must count every bio
 //! queued before it, not what the sampler saw a moment earlier.
@@ -116,12 +117,7 @@ mod tests {
 
     fn shared() -> SharedBioCounts {
         SharedBioCounts {
-            maps: Slotted {
-                slots_name: "slots",
-                slots: None,
-                name: "map",
-                map: None,
-            },
+            maps: Slotted::new("slots", None, "map", None),
             last: Mutex::new(None),
         }
     }

@@ -1,8 +1,8 @@
 //! A whole per-CPU array in one batch call.
 //!
-//! The slot arrays in front of the busiest aggregates (`probe_common::slots`) have 32 elements,
-//! read at every scrape and, for the bio counters, by the stall-context sampler several times a
-//! second.
+//! The slot arrays in front of the busiest aggregates (`probe_common::slots`) have 33 or 129
+//! elements, read whole when a key took a slot since their last whole read
+//! (`crate::metrics::Slotted`).
 
 use aya::{
     Pod,

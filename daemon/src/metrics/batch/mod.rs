@@ -75,7 +75,7 @@ pub enum BatchError {
     Short { got: u32, want: u32 },
     #[error("BPF_MAP_LOOKUP_BATCH: one hash bucket holds more than {0} elements")]
     BucketTooLarge(u32),
-    /// An element read failed on a kernel without batch lookups.
+    /// An element read failed (a kernel without batch lookups, or one known slot or counter).
     #[error(transparent)]
     Element(#[from] aya::maps::MapError),
 }

@@ -32,9 +32,9 @@ pub const SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 pub const IDLE_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How often it samples them once no device has written for half a minute: an idle host (most
-/// of a fleet, most of the time) then pays one wake-up a second, and each sample copies the bio
-/// counters' 128 slots per CPU, the largest part of the idle daemon's CPU time. Same cost as
-/// above, at the start of a burst after a long idle spell only.
+/// of a fleet, most of the time) then pays one wake-up a second for a read of the bio counters
+/// (their used slots only, `crate::metrics::Slotted`). Same cost as above, at the start of a
+/// burst after a long idle spell only.
 pub const LONG_IDLE_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Events at least this long get a context, with a fresh sample for their end; shorter ones get
