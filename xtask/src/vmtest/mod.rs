@@ -114,6 +114,10 @@ pub struct VmtestArgs {
     /// Run every kernel test instead of the default subset.
     #[arg(long, conflicts_with = "tests")]
     pub all_tests: bool,
+    /// Run the guests under one-thread TCG from the first boot (slower; the boot that runs the
+    /// tests left after a hang always does).
+    #[arg(long)]
+    pub one_thread: bool,
     /// Also write the support table into README.md.
     #[arg(long)]
     pub readme: bool,
@@ -242,7 +246,12 @@ fn boot_one(
         }
         Ok(console)
     };
-    let console = boot_tests(tests, boot::Emulation::Threaded)?;
+    let first = if args.one_thread {
+        boot::Emulation::OneThread
+    } else {
+        boot::Emulation::Threaded
+    };
+    let console = boot_tests(tests, first)?;
     let check = guest::section(&console, "check");
     let check_text = check.as_ref().map(|s| s.text.as_str()).unwrap_or("");
     fs::write(work.join("check.txt"), check_text).context("write check.txt")?;
