@@ -25,9 +25,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use probe_common::block::{
-    BIO_SLOT_BITS, BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST,
-    FLAG_COUNT, FLAG_SYNC, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED,
-    RqStats,
+    BIO_SLOT_BITS, BioCounts, BioKey, BlockKey, BlockLayout, DISK_IN_REQUEST, FLAG_COUNT,
+    FLAG_SYNC, HAS_IO_START_TIME, HAS_START_TIME, HAS_STATS_FLAG, NOT_ATTRIBUTED, RqStats,
 };
 use probe_common::map_overflow;
 use probe_common::slots::{SLOT_BITS, Slot, array_len};

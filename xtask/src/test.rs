@@ -282,7 +282,7 @@ fn run_tier(pins: &Pins, tier: Tier) -> Result<()> {
                 kernel: vmtest::KernelChoice::All,
                 tests: Vec::new(),
                 all_tests: false,
-                one_thread: false,
+                threaded: false,
                 timeout: None,
                 test_timeout: vmtest::DEFAULT_TEST_TIMEOUT,
                 readme: false,

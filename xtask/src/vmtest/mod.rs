@@ -114,10 +114,10 @@ pub struct VmtestArgs {
     /// Run every kernel test instead of the default subset.
     #[arg(long, conflicts_with = "tests")]
     pub all_tests: bool,
-    /// Run the guests under one-thread TCG from the first boot (slower; the boot that runs the
-    /// tests left after a hang always does).
+    /// Run the guests' two vCPUs on a host thread each (threaded TCG) instead of one thread
+    /// taking them in turn; the boot that runs the tests left after a hang is one-thread always.
     #[arg(long)]
-    pub one_thread: bool,
+    pub threaded: bool,
     /// Also write the support table into README.md.
     #[arg(long)]
     pub readme: bool,
@@ -234,9 +234,9 @@ fn boot_one(
             emulation,
         };
         let mut console = boot::run(&boot)?;
-        // Under TCG with two vCPUs the kernel now and then oopses on an int3 while it patches
-        // its own code early in boot (seen once in about ten 6.12 boots): a boot that never
-        // reached our init is retried; one that did is not (its failures are the tests').
+        // Under threaded TCG the kernel now and then oopsed on an int3 while it patched its own
+        // code early in boot (once in about ten 6.12 boots): a boot that never reached our init
+        // is retried; one that did is not (its failures are the tests').
         for attempt in 2..=BOOT_ATTEMPTS {
             if console.contains("@@VMTEST init ") {
                 break;
@@ -246,10 +246,10 @@ fn boot_one(
         }
         Ok(console)
     };
-    let first = if args.one_thread {
-        boot::Emulation::OneThread
-    } else {
+    let first = if args.threaded {
         boot::Emulation::Threaded
+    } else {
+        boot::Emulation::OneThread
     };
     let console = boot_tests(tests, first)?;
     let check = guest::section(&console, "check");
@@ -262,9 +262,9 @@ fn boot_one(
         // row on 6.1 with a soft lockup while one CPU waited on the other, whose timers had
         // stopped), each time under threaded TCG and not reproduced in tens of boots since. Its
         // console is kept, and one more boot runs the tests it did not get to, the stuck one
-        // first, under one-thread TCG (`boot::Emulation::OneThread`), so the table shows both
-        // what hung and whether the rest pass; a hang that comes from the code under test
-        // rather than the emulator hangs that boot too.
+        // first, under one-thread TCG (`boot::Emulation::OneThread`) whatever the first boot
+        // ran under, so the table shows both what hung and whether the rest pass; a hang that
+        // comes from the code under test rather than the emulator hangs that boot too.
         let kept = work.join("console-hung.log");
         fs::write(&kept, &console).with_context(|| format!("write {}", kept.display()))?;
         let left: Vec<String> = read.left.clone();
