@@ -35,7 +35,6 @@ where
 }
 
 /// The used slots (indexes, ascending) and the claim count they go with.
-#[derive(Debug, PartialEq)]
 struct KnownSlots {
     claims: u64,
     used: Vec<u32>,

@@ -167,11 +167,12 @@ fn measure(
 
 /// Unmounts and stops the server first, then stops the trace and the daemon. Turning a
 /// tracepoint off rewrites the kernel's code at its call sites (with int3 breakpoints and
-/// cross-CPU calls), and under QEMU's multi-threaded emulation that rewriting has hung guests (an
-/// int3 oops while booting, see `cargo xtask vmtest`); a 6.1 guest also hung twice in one run
-/// right after this test's measurement, while the trace and the daemon were being stopped with
-/// the NFS client's and server's threads still running those tracepoints. With the mount gone and
-/// nfsd stopped, no other CPU runs that code while it is rewritten.
+/// cross-CPU calls), and under QEMU's multi-threaded emulation (`cargo xtask vmtest --threaded`,
+/// the default before) that rewriting has hung guests (an int3 oops while booting); a 6.1 guest
+/// also hung twice in one run right after this test's measurement, while the trace and the
+/// daemon were being stopped with the NFS client's and server's threads still running those
+/// tracepoints. With the mount gone and nfsd stopped, no other CPU runs that code while it is
+/// rewritten, whichever way the vCPUs are emulated.
 fn tear_down(nfs: NfsLoopback, trace: NfsTrace, daemon: TestDaemon) {
     drop(nfs);
     drop(trace);

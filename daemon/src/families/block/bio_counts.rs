@@ -6,10 +6,10 @@
 //! A scrape reads the counters for both families, and the stall-context sampler reads them too,
 //! up to ten times a second: each read is the hash, the slot array's claim counter and the used
 //! slots (`crate::metrics::Slotted`), several system calls. A scrape's families therefore share
-//! one read: a scrape's read younger than
-//! [`SCRAPE_REUSE`] serves the next family (or a concurrent scrape) again. The sampler's reads
-//! are its own, neither reused nor kept: a scrape right after a workload must count every bio
-//! queued before it, not what the sampler saw a moment earlier.
+//! one read: a scrape's read younger than [`SCRAPE_REUSE`] serves the next family (or a
+//! concurrent scrape) again. The sampler's reads are its own, neither reused nor kept: a scrape
+//! right after a workload must count every bio queued before it, not what the sampler saw a
+//! moment earlier.
 
 use std::{
     sync::{Arc, Mutex, OnceLock},
